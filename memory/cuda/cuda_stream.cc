@@ -1,0 +1,92 @@
+#include "memory/cuda/cuda_stream.h"
+
+#include <utility>
+
+#include "memory/cuda/driver_api.h"
+#include "memory/status_macros.h"
+
+namespace zero::cuda {
+
+CudaEvent::~CudaEvent() {
+  cudaSetDevice(device_);
+  cudaEventDestroy(event_);
+}
+
+bool CudaEvent::Query() const {
+  cudaSetDevice(device_);
+  return cudaEventQuery(event_) == cudaSuccess;
+}
+
+absl::Status CudaEvent::Synchronize() const {
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return RuntimeStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> CudaStream::Create(int device) {
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device), "cudaSetDevice"));
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(RuntimeStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                "cudaStreamCreateWithFlags"));
+  return std::unique_ptr<Stream>(new CudaStream(device, stream));
+}
+
+CudaStream::~CudaStream() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
+  using Fn = absl::AnyInvocable<void() &&>;
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  auto* heap = new Fn(std::move(fn));
+  cudaError_t err = cudaLaunchHostFunc(
+      stream_,
+      [](void* data) {
+        std::unique_ptr<Fn> owned(static_cast<Fn*>(data));
+        std::move (*owned)();
+      },
+      heap);
+  if (err != cudaSuccess) delete heap;
+  return RuntimeStatus(err, "cudaLaunchHostFunc");
+}
+
+absl::Status CudaStream::Copy(void* dst, const void* src, size_t bytes) {
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return RuntimeStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
+                       "cudaMemcpyAsync");
+}
+
+absl::Status CudaStream::Fill(void* dst, unsigned char value, size_t bytes) {
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return RuntimeStatus(cudaMemsetAsync(dst, value, bytes, stream_), "cudaMemsetAsync");
+}
+
+absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  cudaEvent_t event = nullptr;
+  RETURN_IF_ERROR(RuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                "cudaEventCreateWithFlags"));
+  auto wrapped = std::make_shared<CudaEvent>(device_, event);
+  RETURN_IF_ERROR(RuntimeStatus(cudaEventRecord(event, stream_), "cudaEventRecord"));
+  return std::shared_ptr<Event>(std::move(wrapped));
+}
+
+absl::Status CudaStream::Wait(const std::shared_ptr<Event>& event) {
+  auto* cuda_event = dynamic_cast<const CudaEvent*>(event.get());
+  if (cuda_event == nullptr) {
+    // An event of another backend: order by blocking the host instead.
+    return event == nullptr ? absl::InvalidArgumentError("Wait on a null event")
+                            : event->Synchronize();
+  }
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return RuntimeStatus(cudaStreamWaitEvent(stream_, cuda_event->native(), 0),
+                       "cudaStreamWaitEvent");
+}
+
+absl::Status CudaStream::Synchronize() {
+  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return RuntimeStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+}  // namespace zero::cuda

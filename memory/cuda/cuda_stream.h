@@ -1,0 +1,46 @@
+// Stream and Event over cudaStream_t / cudaEvent_t. Each call first makes the
+// stream's card current on the calling thread.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "memory/stream.h"
+
+namespace zero::cuda {
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  ~CudaEvent() override;
+  bool Query() const override;
+  absl::Status Synchronize() const override;
+  cudaEvent_t native() const { return event_; }
+
+ private:
+  const int device_;
+  const cudaEvent_t event_;
+};
+
+class CudaStream final : public Stream {
+ public:
+  static absl::StatusOr<std::unique_ptr<Stream>> Create(int device);
+  ~CudaStream() override;
+
+  int device() const override { return device_; }
+  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
+  absl::Status Copy(void* dst, const void* src, size_t bytes) override;
+  absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
+  absl::StatusOr<std::shared_ptr<Event>> Record() override;
+  absl::Status Wait(const std::shared_ptr<Event>& event) override;
+  absl::Status Synchronize() override;
+  void* native_handle() const override { return stream_; }
+
+ private:
+  CudaStream(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  const int device_;
+  const cudaStream_t stream_;
+};
+
+}  // namespace zero::cuda

@@ -1,0 +1,71 @@
+// Everything memory/ offers, for one process: the devices, one UVA space over
+// them, a caching pool and a default stream per device.
+//
+// Which devices: "auto" uses the cards when a driver and cards are present,
+// else host devices; "host:8x16GiB" asks for 8 host devices of 16 GiB each;
+// "meta:1024x80GB" for meta devices (accounting only). The spec comes from
+// the --zero_devices flag, else the ZERO_DEVICES environment variable, else
+// "auto". Thread-safe after Create; destroy only when no work is pending.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "memory/backend.h"
+#include "memory/pool.h"
+#include "memory/uva_space.h"
+
+namespace zero {
+
+struct DeviceSpec {
+  enum class Kind { kAuto, kCuda, kHost, kMeta } kind = Kind::kAuto;
+  int count = 8;                      // host and meta only
+  size_t capacity = size_t{16} << 30;  // host and meta only
+};
+
+// Parses "auto", "cuda", "host", "meta", "host:8x16GiB", "meta:64x80GB".
+absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view text);
+// The flag if set, else $ZERO_DEVICES, else "auto".
+absl::StatusOr<DeviceSpec> DeviceSpecFromEnvironment();
+
+class DeviceSystem {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceSystem>> Create(const DeviceSpec& spec,
+                                                              PoolOptions options = {});
+  static absl::StatusOr<std::unique_ptr<DeviceSystem>> CreateFromEnvironment(
+      PoolOptions options = {});
+  ~DeviceSystem();
+
+  DeviceKind kind() const { return backend_->kind(); }
+  int device_count() const { return backend_->device_count(); }
+  Backend& backend() { return *backend_; }
+  UvaSpace& space() { return *space_; }
+  DevicePool& pool(int device) { return *pools_[device]; }
+  Stream* default_stream(int device) { return default_streams_[device].get(); }
+  // A new stream, owned by the system.
+  absl::StatusOr<Stream*> CreateStream(int device);
+
+  std::optional<int> device_of(const void* ptr) const { return space_->device_of(ptr); }
+  // Frees through the pool that owns `ptr`.
+  absl::Status Deallocate(void* ptr, size_t bytes, Stream* stream = nullptr);
+
+  // One line per device: kind, capacity, allocated, reserved, peaks.
+  std::string Summary() const;
+
+ private:
+  DeviceSystem() = default;
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<UvaSpace> space_;
+  std::vector<std::unique_ptr<Stream>> default_streams_;
+  std::vector<std::unique_ptr<DevicePool>> pools_;
+  absl::Mutex streams_mu_;
+  std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(streams_mu_);
+};
+
+}  // namespace zero

@@ -1,0 +1,66 @@
+#include "memory/simulated_backend.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "memory/host_stream.h"
+#include "memory/units.h"
+
+namespace zero {
+namespace {
+
+absl::Status ErrnoError(const char* what, uintptr_t addr, size_t bytes) {
+  return absl::InternalError(absl::StrFormat("%s(%#x, %s) failed: %s", what, addr,
+                                             FormatBytes(bytes), std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<uintptr_t> HostBackend::Reserve(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot reserve %s of address space: %s", FormatBytes(bytes), std::strerror(errno)));
+  }
+  return reinterpret_cast<uintptr_t>(p);
+}
+
+absl::Status HostBackend::Unreserve(uintptr_t base, size_t bytes) {
+  if (munmap(reinterpret_cast<void*>(base), bytes) != 0) return ErrnoError("munmap", base, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status HostBackend::Map(int, uintptr_t addr, size_t bytes) {
+  if (mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | PROT_WRITE) != 0) {
+    return ErrnoError("mprotect", addr, bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostBackend::Unmap(int, uintptr_t addr, size_t bytes) {
+  void* p = reinterpret_cast<void*>(addr);
+  if (madvise(p, bytes, MADV_DONTNEED) != 0) return ErrnoError("madvise", addr, bytes);
+  if (mprotect(p, bytes, PROT_NONE) != 0) return ErrnoError("mprotect", addr, bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> HostBackend::CreateStream(int device) {
+  return std::unique_ptr<Stream>(std::make_unique<HostStream>(device));
+}
+
+absl::StatusOr<uintptr_t> MetaBackend::Reserve(size_t bytes) {
+  if (bytes > ~kBase) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("meta address space cannot hold %s", FormatBytes(bytes)));
+  }
+  return kBase;
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> MetaBackend::CreateStream(int device) {
+  return std::unique_ptr<Stream>(std::make_unique<MetaStream>(device));
+}
+
+}  // namespace zero

@@ -1,0 +1,60 @@
+// Backends for machines without cards: host devices (real bytes in host
+// memory, capacity enforced per device) and meta devices (addresses and
+// accounting only, for footprint experiments at any scale).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "memory/backend.h"
+
+namespace zero {
+
+// Shared by host and meta: N devices of one capacity, 2 MiB granules.
+class SimulatedBackend : public Backend {
+ public:
+  static constexpr size_t kGranularity = size_t{2} << 20;
+
+  SimulatedBackend(int device_count, size_t capacity)
+      : device_count_(device_count), capacity_(capacity) {}
+
+  int device_count() const override { return device_count_; }
+  size_t capacity(int) const override { return capacity_; }
+  size_t granularity() const override { return kGranularity; }
+
+ private:
+  const int device_count_;
+  const size_t capacity_;
+};
+
+// The range is mmap(PROT_NONE, MAP_NORESERVE); Map makes granules readable
+// and writable, Unmap gives the pages back (MADV_DONTNEED) and protects them
+// again, so a stale pointer faults instead of reading garbage.
+class HostBackend final : public SimulatedBackend {
+ public:
+  using SimulatedBackend::SimulatedBackend;
+  DeviceKind kind() const override { return DeviceKind::kHost; }
+  bool has_bytes() const override { return true; }
+  absl::StatusOr<uintptr_t> Reserve(size_t bytes) override;
+  absl::Status Unreserve(uintptr_t base, size_t bytes) override;
+  absl::Status Map(int device, uintptr_t addr, size_t bytes) override;
+  absl::Status Unmap(int device, uintptr_t addr, size_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override;
+};
+
+// Addresses start at a fixed, never-dereferenced base far above user space.
+class MetaBackend final : public SimulatedBackend {
+ public:
+  static constexpr uintptr_t kBase = uintptr_t{1} << 56;
+  using SimulatedBackend::SimulatedBackend;
+  DeviceKind kind() const override { return DeviceKind::kMeta; }
+  bool has_bytes() const override { return false; }
+  absl::StatusOr<uintptr_t> Reserve(size_t bytes) override;
+  absl::Status Unreserve(uintptr_t, size_t) override { return absl::OkStatus(); }
+  absl::Status Map(int, uintptr_t, size_t) override { return absl::OkStatus(); }
+  absl::Status Unmap(int, uintptr_t, size_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override;
+};
+
+}  // namespace zero

@@ -1,0 +1,53 @@
+// Streams and events: one interface over CUDA streams (cards), ordered
+// executors (host devices) and no-ops (meta devices).
+//
+// Work enqueued on one stream runs in order. An event marks everything
+// enqueued on its stream before Record(); Wait(event) makes later work on
+// another stream start only after that. Streams are owned by the
+// DeviceSystem and live until it is destroyed. All methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zero {
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  // True once all work before Record() has finished.
+  virtual bool Query() const = 0;
+  // Blocks the calling thread until Query() is true.
+  virtual absl::Status Synchronize() const = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+
+  virtual int device() const = 0;
+
+  // Runs `fn` on the host after all earlier work on this stream. On a card it
+  // is a host callback (it must not call CUDA); on meta it runs at once.
+  virtual absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) = 0;
+
+  // Copies or fills bytes, ordered with the rest of the stream's work.
+  virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status Fill(void* dst, unsigned char value, size_t bytes) = 0;
+
+  virtual absl::StatusOr<std::shared_ptr<Event>> Record() = 0;
+  // Work enqueued after this call waits for `event`, which may come from
+  // another stream of the same backend.
+  virtual absl::Status Wait(const std::shared_ptr<Event>& event) = 0;
+  // Blocks until everything enqueued so far has finished.
+  virtual absl::Status Synchronize() = 0;
+
+  // cudaStream_t on cards, nullptr elsewhere.
+  virtual void* native_handle() const { return nullptr; }
+};
+
+}  // namespace zero

@@ -1,0 +1,84 @@
+#include "memory/device_system.h"
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+#include "memory/units.h"
+
+namespace zero {
+namespace {
+
+TEST(DeviceSpecTest, Parses) {
+  auto spec = ParseDeviceSpec("host:8x16GiB");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kind, DeviceSpec::Kind::kHost);
+  EXPECT_EQ(spec->count, 8);
+  EXPECT_EQ(spec->capacity, 16 * kGiB);
+  spec = ParseDeviceSpec("meta:1024x80GB");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kind, DeviceSpec::Kind::kMeta);
+  EXPECT_EQ(spec->count, 1024);
+  EXPECT_EQ(ParseDeviceSpec("cuda")->kind, DeviceSpec::Kind::kCuda);
+  EXPECT_EQ(ParseDeviceSpec("auto")->kind, DeviceSpec::Kind::kAuto);
+}
+
+TEST(DeviceSpecTest, RejectsNonsense) {
+  for (const char* bad : {"tpu", "host:0x1GiB", "host:8", "host:8x", "host:8xlots",
+                          "meta:4x1KiB", "cuda:2x4GiB", "host:-1x4GiB"}) {
+    EXPECT_EQ(ParseDeviceSpec(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(DeviceSpecTest, EnvironmentVariableSelectsDevices) {
+  setenv("ZERO_DEVICES", "meta:3x1GiB", 1);
+  auto system = DeviceSystem::CreateFromEnvironment();
+  unsetenv("ZERO_DEVICES");
+  ASSERT_TRUE(system.ok()) << system.status();
+  EXPECT_EQ((*system)->kind(), DeviceKind::kMeta);
+  EXPECT_EQ((*system)->device_count(), 3);
+}
+
+TEST(DeviceSystemTest, AutoFallsBackToHostWithoutACard) {
+  auto system = DeviceSystem::Create({DeviceSpec::Kind::kAuto, 2, 64 * kMiB});
+  ASSERT_TRUE(system.ok()) << system.status();
+  if ((*system)->kind() == DeviceKind::kCuda) GTEST_SKIP() << "a card is present";
+  EXPECT_EQ((*system)->kind(), DeviceKind::kHost);
+  EXPECT_EQ((*system)->device_count(), 2);
+}
+
+TEST(DeviceSystemTest, DeviceOfIsSliceArithmetic) {
+  auto system = *DeviceSystem::Create({DeviceSpec::Kind::kMeta, 4, 64 * kMiB});
+  UvaSpace& space = system->space();
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(space.device_of(reinterpret_cast<void*>(space.slice_begin(d))), d);
+    EXPECT_EQ(space.device_of(reinterpret_cast<void*>(space.slice_begin(d) + space.slice_size() - 1)), d);
+  }
+  EXPECT_EQ(space.device_of(reinterpret_cast<void*>(space.slice_begin(4))), std::nullopt);
+  int on_stack = 0;
+  EXPECT_EQ(space.device_of(&on_stack), std::nullopt);
+  EXPECT_EQ(system->Deallocate(&on_stack, 4).code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(system->CreateStream(9).ok());
+}
+
+TEST(UvaSpaceTest, EnforcesCapacityAndAlignment) {
+  auto system = *DeviceSystem::Create({DeviceSpec::Kind::kHost, 2, 8 * kMiB});
+  UvaSpace& space = system->space();
+  const uintptr_t base = space.slice_begin(1);
+  EXPECT_TRUE(space.Map(1, base, 8 * kMiB).ok());
+  EXPECT_EQ(space.Map(1, base + 8 * kMiB, 2 * kMiB).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(space.Map(1, base + 4096, 2 * kMiB).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(space.Map(0, base, 2 * kMiB).code(), absl::StatusCode::kInvalidArgument)
+      << "not device 0's slice";
+  static_cast<char*>(reinterpret_cast<void*>(base))[100] = 1;  // mapped means writable
+  EXPECT_TRUE(space.Unmap(1, base, 8 * kMiB).ok());
+  EXPECT_EQ(space.mapped_bytes(1), 0u);
+}
+
+TEST(CudaBackendTest, WithoutADriverSaysUnavailable) {
+  auto system = DeviceSystem::Create({DeviceSpec::Kind::kCuda});
+  if (system.ok()) GTEST_SKIP() << "a card is present; the card check covers it";
+  EXPECT_EQ(system.status().code(), absl::StatusCode::kUnavailable) << system.status();
+}
+
+}  // namespace
+}  // namespace zero

@@ -1,0 +1,118 @@
+// 100,000 random allocations and frees of 256 B to 256 MiB over 8 host
+// devices from 4 threads, checking the pool's invariants after every step.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "memory/device_system.h"
+#include "memory/units.h"
+
+namespace zero {
+namespace {
+
+constexpr int kDevices = 8;
+constexpr int kThreads = 4;
+constexpr int kOpsPerThread = 25'000;
+constexpr size_t kCapacity = 4 * kGiB;
+
+struct Live {
+  size_t bytes;
+  Tag tag;
+};
+
+// One device's view from the test: what is live, guarded by the test.
+struct DeviceModel {
+  absl::Mutex mu;
+  std::map<uintptr_t, Live> live;
+};
+
+size_t RandomSize(std::mt19937_64& rng) {
+  // Log-uniform from 256 B to 256 MiB, so small requests dominate, as in
+  // training, while large ones still come often.
+  std::uniform_real_distribution<double> exponent(8.0, 28.0);
+  return static_cast<size_t>(std::exp2(exponent(rng)));
+}
+
+// Checks, under the model's lock (so no allocation or free of this device
+// runs concurrently): blocks do not overlap, stats equal the sum of live
+// blocks, reserved fits the device.
+void CheckDevice(DevicePool& pool, DeviceModel& model) {
+  const PoolStats s = pool.stats();
+  size_t requested = 0;
+  std::array<size_t, kNumTags> per_tag{};
+  uintptr_t end = 0;
+  for (const auto& [addr, live] : model.live) {
+    ASSERT_GE(addr, end) << "live blocks overlap";
+    end = addr + AlignUp(live.bytes, 512);
+    requested += live.bytes;
+    per_tag[static_cast<int>(live.tag)] += live.bytes;
+  }
+  ASSERT_EQ(s.requested, requested);
+  for (int t = 0; t < kNumTags; ++t) ASSERT_EQ(s.tags[t].current, per_tag[t]);
+  ASSERT_LE(s.reserved, s.capacity);
+  ASSERT_LE(s.allocated, s.reserved);
+  size_t allocated_blocks = 0;
+  for (const SegmentInfo& seg : pool.Segments()) {
+    for (const BlockInfo& b : seg.blocks) allocated_blocks += b.allocated ? b.size : 0;
+  }
+  ASSERT_EQ(s.allocated, allocated_blocks);
+}
+
+TEST(PoolRandomTest, InvariantsHoldUnderConcurrentChurn) {
+  auto created = DeviceSystem::Create({DeviceSpec::Kind::kHost, kDevices, kCapacity},
+                                      PoolOptions{.timeline_limit = 0});
+  ASSERT_TRUE(created.ok()) << created.status();
+  DeviceSystem& system = **created;
+  std::vector<DeviceModel> models(kDevices);
+
+  auto worker = [&](int thread) {
+    std::mt19937_64 rng(1000 + thread);
+    for (int op = 0; op < kOpsPerThread; ++op) {
+      const int d = static_cast<int>(rng() % kDevices);
+      DeviceModel& model = models[d];
+      absl::MutexLock lock(&model.mu);
+      const bool free_one = !model.live.empty() && (rng() % 2 == 0 || model.live.size() > 64);
+      if (free_one) {
+        auto it = model.live.begin();
+        std::advance(it, rng() % model.live.size());
+        ASSERT_TRUE(system.pool(d).Deallocate(reinterpret_cast<void*>(it->first),
+                                              it->second.bytes).ok());
+        model.live.erase(it);
+      } else {
+        const size_t bytes = RandomSize(rng);
+        const Tag tag = static_cast<Tag>(rng() % kNumTags);
+        auto p = system.pool(d).Allocate(bytes, tag);
+        if (!p.ok()) {
+          // Only a full device may refuse, and it must say so.
+          ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted) << p.status();
+        } else {
+          ASSERT_EQ(system.device_of(*p), d);
+          static_cast<char*>(*p)[0] = 1;  // the memory is really there
+          model.live[reinterpret_cast<uintptr_t>(*p)] = Live{bytes, tag};
+        }
+      }
+      CheckDevice(system.pool(d), model);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+  for (std::thread& t : threads) t.join();
+
+  for (int d = 0; d < kDevices; ++d) {
+    for (const auto& [addr, live] : models[d].live) {
+      ASSERT_TRUE(system.pool(d).Deallocate(reinterpret_cast<void*>(addr), live.bytes).ok());
+    }
+    ASSERT_TRUE(system.pool(d).Trim().ok());
+    const PoolStats s = system.pool(d).stats();
+    EXPECT_EQ(s.allocated, 0u);
+    EXPECT_EQ(s.reserved, 0u) << "device " << d << " kept memory after a full trim";
+    EXPECT_EQ(system.space().mapped_bytes(d), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace zero

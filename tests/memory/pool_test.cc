@@ -1,0 +1,209 @@
+// The caching pool on host and meta devices: the same code runs on both.
+#include "memory/pool.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memory/device_system.h"
+#include "memory/units.h"
+
+namespace zero {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr size_t kCapacity = 64 * kMiB;
+
+class PoolTest : public ::testing::TestWithParam<DeviceSpec::Kind> {
+ protected:
+  void SetUp() override {
+    auto system = DeviceSystem::Create({GetParam(), 2, kCapacity});
+    ASSERT_TRUE(system.ok()) << system.status();
+    system_ = std::move(*system);
+  }
+  DevicePool& pool(int d = 0) { return system_->pool(d); }
+  void* Alloc(size_t bytes, Tag tag = Tag::kOther, int d = 0) {
+    auto p = pool(d).Allocate(bytes, tag);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : nullptr;
+  }
+  std::unique_ptr<DeviceSystem> system_;
+};
+
+TEST_P(PoolTest, AllocatesInsideTheDevicesSliceAndCountsIt) {
+  void* p = Alloc(1000, Tag::kParameters, 1);
+  EXPECT_EQ(system_->device_of(p), 1);
+  PoolStats s = pool(1).stats();
+  EXPECT_EQ(s.allocated, 1024u);
+  EXPECT_EQ(s.requested, 1000u);
+  EXPECT_EQ(s.reserved, 2 * kMiB);
+  EXPECT_EQ(s.tag(Tag::kParameters).current, 1000u);
+  EXPECT_EQ(s.tag(Tag::kParameters).live, 1u);
+  ASSERT_TRUE(pool(1).Deallocate(p, 1000).ok());
+  s = pool(1).stats();
+  EXPECT_EQ(s.allocated, 0u);
+  EXPECT_EQ(s.reserved, 2 * kMiB) << "freed memory stays cached";
+  EXPECT_EQ(s.cached_free, 2 * kMiB);
+  EXPECT_EQ(*pool(1).Trim(), 2 * kMiB);
+  EXPECT_EQ(pool(1).stats().reserved, 0u);
+  EXPECT_EQ(system_->space().mapped_bytes(1), 0u);
+}
+
+TEST_P(PoolTest, ReusesCachedBlocksWithoutMapping) {
+  void* p = Alloc(100 * kKiB);
+  ASSERT_TRUE(pool().Deallocate(p, 100 * kKiB).ok());
+  void* q = Alloc(100 * kKiB);
+  EXPECT_EQ(p, q);
+  EXPECT_EQ(pool().stats().num_maps, 1u);
+}
+
+TEST_P(PoolTest, SplitsAndCoalescesByAddress) {
+  void* a = Alloc(kMiB);
+  void* b = Alloc(kMiB);
+  void* c = Alloc(kMiB);
+  ASSERT_TRUE(pool().Deallocate(b, kMiB).ok());
+  ASSERT_TRUE(pool().Deallocate(a, kMiB).ok());
+  EXPECT_GE(pool().stats().largest_free_block, 2 * kMiB);
+  void* ab = Alloc(2 * kMiB);
+  EXPECT_EQ(ab, a) << "a and b merged into one block";
+  ASSERT_TRUE(pool().Deallocate(ab, 2 * kMiB).ok());
+  ASSERT_TRUE(pool().Deallocate(c, kMiB).ok());
+  EXPECT_EQ(pool().Segments().size(), 1u);
+  EXPECT_EQ(pool().Segments()[0].blocks.size(), 1u);
+}
+
+TEST_P(PoolTest, GrowsAFreeBlockByMappingOnlyWhatIsMissing) {
+  void* a = Alloc(kMiB);
+  ASSERT_TRUE(pool().Deallocate(a, kMiB).ok());
+  // 2 MiB are cached; 3 MiB needs one more granule next to them, not 4 MiB.
+  void* b = Alloc(3 * kMiB);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(pool().stats().reserved, 4 * kMiB);
+}
+
+TEST_P(PoolTest, HonoursAlignment) {
+  Alloc(512);
+  auto p = pool().Allocate(1000, Tag::kOther, nullptr, 64 * kKiB);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % (64 * kKiB), 0u);
+  EXPECT_TRUE(pool().Deallocate(*p, 1000).ok());
+}
+
+TEST_P(PoolTest, RejectsBadRequests) {
+  EXPECT_EQ(pool().Allocate(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool().Allocate(100, Tag::kOther, nullptr, 48).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool().Allocate(100, Tag::kOther, nullptr, 4 * kMiB).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool().Allocate(100, Tag::kOther, system_->default_stream(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool().stats().num_errors, 4u);
+  EXPECT_EQ(pool().stats().reserved, 0u);
+}
+
+TEST_P(PoolTest, OutOfMemoryNamesTheDeviceAndItsState) {
+  void* hold = Alloc(10 * kMiB, Tag::kGradients);
+  auto p = pool().Allocate(kCapacity + 1, Tag::kActivations);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string message(p.status().message());
+  EXPECT_THAT(message, HasSubstr("device 0"));
+  EXPECT_THAT(message, HasSubstr("activations"));
+  EXPECT_THAT(message, HasSubstr("10.00 MiB allocated"));
+  EXPECT_THAT(message, HasSubstr("reserved"));
+  EXPECT_THAT(message, HasSubstr("free of 64.00 MiB capacity"));
+  EXPECT_THAT(message, HasSubstr("largest free block"));
+  EXPECT_EQ(pool().stats().num_ooms, 1u);
+  // Nothing already stored is lost.
+  EXPECT_TRUE(pool().Deallocate(hold, 10 * kMiB).ok());
+}
+
+TEST_P(PoolTest, TrimsCachedMemoryBeforeGivingUp) {
+  void* a = Alloc(30 * kMiB);
+  void* b = Alloc(30 * kMiB);
+  ASSERT_TRUE(pool().Deallocate(a, 30 * kMiB).ok());
+  // 60 MiB mapped, 30 cached: 34 MiB fits only once the cache is unmapped.
+  void* c = Alloc(34 * kMiB);
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(pool().stats().num_unmaps, 1u);
+  EXPECT_LE(pool().stats().reserved, kCapacity);
+  auto d = pool().Allocate(kMiB);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kResourceExhausted) << "device is full";
+  EXPECT_TRUE(pool().Deallocate(b, 30 * kMiB).ok());
+  EXPECT_TRUE(pool().Deallocate(c, 34 * kMiB).ok());
+}
+
+TEST_P(PoolTest, BadFreesAreErrorsAndLeaveStateIntact) {
+  void* p = Alloc(4096, Tag::kParameters);
+  void* other = Alloc(4096, Tag::kParameters, 1);
+  const PoolStats before = pool().stats();
+  int on_stack = 0;
+  auto code = [&](void* ptr, size_t bytes) { return pool().Deallocate(ptr, bytes).code(); };
+  EXPECT_EQ(code(&on_stack, 4), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(static_cast<char*>(p) + 512, 4096), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(p, 4095), absl::StatusCode::kInvalidArgument);
+  absl::Status wrong_device = pool().Deallocate(other, 4096);
+  EXPECT_EQ(wrong_device.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(wrong_device.message()), HasSubstr("belongs to device 1"));
+  const PoolStats after = pool().stats();
+  EXPECT_EQ(after.allocated, before.allocated);
+  EXPECT_EQ(after.num_errors, before.num_errors + 4);
+  ASSERT_TRUE(pool().Deallocate(p, 4096).ok());
+  absl::Status twice = pool().Deallocate(p, 4096);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("double free"));
+  EXPECT_TRUE(system_->Deallocate(other, 4096).ok()) << "routed to device 1";
+}
+
+TEST_P(PoolTest, TracksPeaksPerTag) {
+  void* a = Alloc(1000, Tag::kParameters);
+  void* b = Alloc(3000, Tag::kGradients);
+  ASSERT_TRUE(pool().Deallocate(b, 3000).ok());
+  void* c = Alloc(500, Tag::kGradients);
+  PoolStats s = pool().stats();
+  EXPECT_EQ(s.tag(Tag::kGradients).current, 500u);
+  EXPECT_EQ(s.tag(Tag::kGradients).peak, 3000u);
+  EXPECT_EQ(s.tag(Tag::kGradients).total, 2u);
+  EXPECT_EQ(s.peak_requested, 4000u);
+  pool().ResetPeaks();
+  EXPECT_EQ(pool().stats().tag(Tag::kGradients).peak, 500u);
+  ASSERT_TRUE(pool().Deallocate(a, 1000).ok());
+  ASSERT_TRUE(pool().Deallocate(c, 500).ok());
+}
+
+TEST_P(PoolTest, SnapshotAndTimelineDescribeWhatHappened) {
+  void* p = Alloc(5000, Tag::kOptimizerState);
+  const std::string json = pool().SnapshotJson();
+  EXPECT_THAT(json, HasSubstr("\"segments\":[{"));
+  EXPECT_THAT(json, HasSubstr("\"state\":\"active_allocated\",\"tag\":\"optimizer_state\""));
+  EXPECT_THAT(json, HasSubstr("\"requested_size\":5000"));
+  ASSERT_TRUE(pool().Deallocate(p, 5000).ok());
+  ASSERT_TRUE(pool().Trim().ok());
+  std::vector<TraceAction> actions;
+  for (const TraceEvent& e : pool().timeline().events()) actions.push_back(e.action);
+  EXPECT_EQ(actions, (std::vector<TraceAction>{TraceAction::kSegmentMap, TraceAction::kAlloc,
+                                               TraceAction::kFreeCompleted,
+                                               TraceAction::kSegmentUnmap}));
+  EXPECT_THAT(pool().timeline().ToCsv(), HasSubstr(",alloc,0,"));
+  EXPECT_THAT(PoolStatsJson(pool().stats()), HasSubstr("\"optimizer_state\":{\"current\":0,\"peak\":5000"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, PoolTest,
+                         ::testing::Values(DeviceSpec::Kind::kHost, DeviceSpec::Kind::kMeta),
+                         [](const auto& info) {
+                           return info.param == DeviceSpec::Kind::kHost ? "host" : "meta";
+                         });
+
+TEST(MetaPoolTest, HoldsModelsFarLargerThanThisMachine) {
+  auto system = DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1024, 80'000'000'000});
+  ASSERT_TRUE(system.ok()) << system.status();
+  auto p = (*system)->pool(1023).Allocate(70'000'000'000, Tag::kParameters);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*system)->device_of(*p), 1023);
+  EXPECT_EQ((*system)->pool(1023).stats().tag(Tag::kParameters).current, 70'000'000'000u);
+}
+
+}  // namespace
+}  // namespace zero
