@@ -10,13 +10,15 @@
 namespace zero {
 namespace {
 
-void AddStream(std::vector<Stream*>& streams, Stream* stream) {
+template <typename List>
+void AddStream(List& streams, Stream* stream) {
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
     streams.push_back(stream);
   }
 }
 
-void MergeStreams(std::vector<Stream*>& into, const std::vector<Stream*>& from) {
+template <typename List>
+void MergeStreams(List& into, const List& from) {
   for (Stream* s : from) AddStream(into, s);
 }
 
@@ -37,7 +39,7 @@ DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, Pool
 
 DevicePool::~DevicePool() {
   absl::MutexLock lock(&mu_);
-  std::vector<Stream*> streams;
+  StreamList streams;
   for (auto& [addr, block] : blocks_) MergeStreams(streams, block.streams);
   for (Stream* s : streams) (void)s->Synchronize();
   // Unmap each maximal mapped run in one call.
@@ -165,16 +167,22 @@ absl::StatusOr<DevicePool::BlockMap::iterator> DevicePool::MapFree(uintptr_t add
 DevicePool::BlockMap::iterator DevicePool::Carve(BlockMap::iterator it, size_t size,
                                                  size_t alignment) {
   const uintptr_t addr = it->first;
-  Block free_block = std::move(it->second);
-  EraseFree(it);
+  const uintptr_t block_end = addr + it->second.size;
   const uintptr_t start = AlignUp(addr, alignment);
   const uintptr_t end = start + size;
-  const uintptr_t block_end = addr + free_block.size;
-  // Neighbours of a free block are never free, so the pieces need no coalescing.
-  if (start > addr) InsertFree(addr, Block{.size = start - addr, .streams = free_block.streams});
-  if (block_end > end) InsertFree(end, Block{.size = block_end - end, .streams = free_block.streams});
-  Block used{.size = size, .allocated = true, .streams = std::move(free_block.streams)};
-  return blocks_.emplace(start, std::move(used)).first;
+  free_.erase({it->second.size, addr});
+  // Neighbours of a free block are never free, so the pieces need no
+  // coalescing. The common case (no alignment padding) reuses the node.
+  if (block_end > end) InsertFree(end, Block{.size = block_end - end, .streams = it->second.streams});
+  if (start > addr) {
+    Block used{.size = size, .allocated = true, .streams = it->second.streams};
+    it->second.size = start - addr;
+    free_.emplace(it->second.size, addr);
+    return blocks_.emplace(start, std::move(used)).first;
+  }
+  it->second.size = size;
+  it->second.allocated = true;
+  return it;
 }
 
 // Makes `stream` wait for every other stream that may still use the block.
@@ -201,27 +209,31 @@ void DevicePool::EraseFree(BlockMap::iterator it) {
   blocks_.erase(it);
 }
 
+// `it` is a free block whose free_ entry is up to date; merges it with free
+// neighbours in place and returns the merged block.
 DevicePool::BlockMap::iterator DevicePool::Coalesce(BlockMap::iterator it) {
-  uintptr_t addr = it->first;
-  Block block = std::move(it->second);
-  EraseFree(it);
-  auto next = blocks_.lower_bound(addr);
-  if (next != blocks_.begin()) {
-    auto prev = std::prev(next);
-    if (!prev->second.allocated && prev->first + prev->second.size == addr) {
-      addr = prev->first;
-      block.size += prev->second.size;
-      MergeStreams(block.streams, prev->second.streams);
-      EraseFree(prev);
+  if (it != blocks_.begin()) {
+    auto prev = std::prev(it);
+    if (!prev->second.allocated && prev->first + prev->second.size == it->first) {
+      free_.erase({prev->second.size, prev->first});
+      free_.erase({it->second.size, it->first});
+      prev->second.size += it->second.size;
+      MergeStreams(prev->second.streams, it->second.streams);
+      blocks_.erase(it);
+      it = prev;
+      free_.emplace(it->second.size, it->first);
     }
   }
-  next = blocks_.find(addr + block.size);
-  if (next != blocks_.end() && !next->second.allocated) {
-    block.size += next->second.size;
-    MergeStreams(block.streams, next->second.streams);
+  auto next = std::next(it);
+  if (next != blocks_.end() && !next->second.allocated &&
+      it->first + it->second.size == next->first) {
+    free_.erase({it->second.size, it->first});
+    it->second.size += next->second.size;
+    MergeStreams(it->second.streams, next->second.streams);
     EraseFree(next);
+    free_.emplace(it->second.size, it->first);
   }
-  return InsertFree(addr, std::move(block));
+  return it;
 }
 
 absl::Status DevicePool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {

@@ -15,11 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "memory/pool_stats.h"
 #include "memory/resource.h"
@@ -77,12 +78,14 @@ class DevicePool final : public MemoryResource {
   absl::Status DoDeallocate(void* ptr, size_t bytes, Stream* stream) override;
 
  private:
+  // Almost always one or two streams: no heap allocation on the hot path.
+  using StreamList = absl::InlinedVector<Stream*, 2>;
   struct Block {
     size_t size = 0;
     size_t requested = 0;
     bool allocated = false;
     Tag tag = Tag::kOther;
-    std::vector<Stream*> streams;  // may still touch these bytes
+    StreamList streams;  // may still touch these bytes
   };
   using BlockMap = std::map<uintptr_t, Block>;
 
@@ -116,7 +119,7 @@ class DevicePool final : public MemoryResource {
 
   mutable absl::Mutex mu_;
   BlockMap blocks_ ABSL_GUARDED_BY(mu_);  // every mapped byte is in one block
-  std::set<std::pair<size_t, uintptr_t>> free_ ABSL_GUARDED_BY(mu_);  // (size, address)
+  absl::btree_set<std::pair<size_t, uintptr_t>> free_ ABSL_GUARDED_BY(mu_);  // (size, address)
   std::map<uintptr_t, size_t> unmapped_ ABSL_GUARDED_BY(mu_);  // address -> length
   PoolStats stats_ ABSL_GUARDED_BY(mu_);
   Timeline timeline_;

@@ -1,0 +1,64 @@
+// The pool demonstration: replays a generated transformer training trace on
+// one device and prints the pool's statistics, snapshot size and timeline.
+//   bazel run -c opt //bench:pool_demo -- --zero_devices=host:1x16GiB
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "bench/trace.h"
+#include "memory/device_system.h"
+#include "memory/units.h"
+
+ABSL_FLAG(int, layers, 12, "transformer blocks");
+ABSL_FLAG(int, hidden, 768, "hidden size");
+ABSL_FLAG(int, batch, 4, "micro-batch size");
+ABSL_FLAG(int, seq, 512, "sequence length");
+ABSL_FLAG(std::string, timeline, "", "write the pool's timeline to this CSV file");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto system = zero::DeviceSystem::CreateFromEnvironment();
+  if (!system.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(system.status().message()).c_str());
+    return 2;
+  }
+  zero::TransformerShape shape;
+  shape.layers = absl::GetFlag(FLAGS_layers);
+  shape.hidden = absl::GetFlag(FLAGS_hidden);
+  shape.batch = absl::GetFlag(FLAGS_batch);
+  shape.seq = absl::GetFlag(FLAGS_seq);
+  const auto trace = zero::TransformerTrace(shape);
+  zero::DevicePool& pool = (*system)->pool(0);
+  auto result = zero::Replay(trace, pool);
+  if (!result.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  const zero::PoolStats s = pool.stats();
+  std::printf("replayed %zu operations of %d training steps (%d layers, hidden %d) on %s device 0\n",
+              result->ops, shape.steps, shape.layers, shape.hidden,
+              std::string(zero::DeviceKindName((*system)->kind())).c_str());
+  std::printf("peak allocated %s, peak reserved %s: reserved/allocated = %.3f (goal <= 1.10)\n",
+              zero::FormatBytes(result->peak_allocated).c_str(),
+              zero::FormatBytes(result->peak_reserved).c_str(),
+              double(result->peak_reserved) / double(result->peak_allocated));
+  std::printf("%-16s %12s %12s\n", "tag", "peak", "allocations");
+  for (int t = 0; t < zero::kNumTags; ++t) {
+    std::printf("%-16s %12s %12llu\n", std::string(zero::kTagNames[t]).c_str(),
+                zero::FormatBytes(s.tags[t].peak).c_str(),
+                static_cast<unsigned long long>(s.tags[t].total));
+  }
+  std::printf("maps %llu, unmaps %llu, out-of-memory %llu\n",
+              static_cast<unsigned long long>(s.num_maps),
+              static_cast<unsigned long long>(s.num_unmaps),
+              static_cast<unsigned long long>(s.num_ooms));
+  std::printf("stats: %s\n", zero::PoolStatsJson(s).c_str());
+  if (const std::string path = absl::GetFlag(FLAGS_timeline); !path.empty()) {
+    if (auto status = pool.timeline().WriteCsv(path); !status.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+    std::printf("timeline written to %s\n", path.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,49 @@
+// A generated allocation trace of transformer training steps, in the order
+// PyTorch would allocate: parameters once; per step the forward pass keeps
+// activations layer by layer, backward frees them in reverse while gradients
+// appear, the first optimizer step creates Adam's two moments, and
+// zero_grad frees the gradients. Used by the pool demo and the benchmarks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "memory/pool.h"
+#include "memory/tag.h"
+
+namespace zero {
+
+struct TraceOp {
+  bool alloc;    // false: free
+  uint32_t id;   // names the allocation across its alloc and free
+  size_t bytes;
+  Tag tag;
+};
+
+struct TransformerShape {
+  int layers = 12;
+  int hidden = 768;
+  int heads = 12;
+  int seq = 512;
+  int batch = 4;
+  int vocab = 50257;
+  int steps = 3;
+  int bytes_per_element = 4;  // fp32
+};
+
+std::vector<TraceOp> TransformerTrace(const TransformerShape& shape);
+
+struct ReplayResult {
+  size_t peak_allocated = 0;
+  size_t peak_reserved = 0;
+  size_t ops = 0;
+};
+
+// Runs `trace` against `resource`, then frees whatever is still live.
+// Peaks come from `pool`'s statistics (reset first).
+absl::StatusOr<ReplayResult> Replay(const std::vector<TraceOp>& trace, DevicePool& pool);
+
+}  // namespace zero
