@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <memory>
 
-#include "absl/synchronization/mutex.h"
 #include "bench/ratio_reporter.h"
 #include "bench/trace.h"
 #include "benchmark/benchmark.h"
@@ -80,9 +79,6 @@ void PrintTraceRatio() {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  // Debian's abseil checks every lock for deadlock cycles; that is a debug
-  // aid, not part of what the pool costs.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   benchmark::Initialize(&argc, argv);
   zero::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

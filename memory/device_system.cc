@@ -101,7 +101,7 @@ DeviceSystem::~DeviceSystem() {
   // Pools first (they unmap, syncing streams), then streams, then the space.
   pools_.clear();
   {
-    absl::MutexLock lock(&streams_mu_);
+    std::lock_guard<std::mutex> lock(streams_mu_);
     streams_.clear();
   }
   default_streams_.clear();
@@ -114,7 +114,7 @@ absl::StatusOr<Stream*> DeviceSystem::CreateStream(int device) {
         "no device %d (there are %d)", device, device_count()));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend_->CreateStream(device));
-  absl::MutexLock lock(&streams_mu_);
+  std::lock_guard<std::mutex> lock(streams_mu_);
   streams_.push_back(std::move(stream));
   return streams_.back().get();
 }

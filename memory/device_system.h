@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "memory/backend.h"
 #include "memory/pool.h"
 #include "memory/uva_space.h"
@@ -64,7 +64,7 @@ class DeviceSystem {
   std::unique_ptr<UvaSpace> space_;
   std::vector<std::unique_ptr<Stream>> default_streams_;
   std::vector<std::unique_ptr<DevicePool>> pools_;
-  absl::Mutex streams_mu_;
+  std::mutex streams_mu_;
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 

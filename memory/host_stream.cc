@@ -6,40 +6,41 @@
 namespace zero {
 
 bool HostEvent::Query() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return done_;
 }
 
 absl::Status HostEvent::Synchronize() const {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(&done_));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_; });
   return absl::OkStatus();
 }
 
 void HostEvent::Complete() {
-  absl::MutexLock lock(&mu_);
-  done_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
 }
 
 HostStream::HostStream(int device) : device_(device), worker_([this] { Run(); }) {}
 
 HostStream::~HostStream() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  cv_.notify_one();
   worker_.join();
 }
 
 void HostStream::Run() {
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || stopping_;
-  };
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(&ready));
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -49,9 +50,12 @@ void HostStream::Run() {
 }
 
 absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
-  queue_.push_back(std::move(fn));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
   return absl::OkStatus();
 }
 

@@ -10,7 +10,8 @@
 #include <memory>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "memory/stream.h"
 
 namespace zero {
@@ -23,7 +24,8 @@ class HostEvent final : public Event {
   void Complete();
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -44,7 +46,8 @@ class HostStream final : public Stream {
   void Run();
 
   const int device_;
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;

@@ -38,7 +38,7 @@ DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, Pool
 }
 
 DevicePool::~DevicePool() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   StreamList streams;
   for (auto& [addr, block] : blocks_) MergeStreams(streams, block.streams);
   for (Stream* s : streams) (void)s->Synchronize();
@@ -68,7 +68,7 @@ absl::Status DevicePool::CheckRequest(size_t bytes, size_t alignment) const {
 absl::StatusOr<void*> DevicePool::DoAllocate(size_t bytes, size_t alignment, Tag tag,
                                              Stream* stream) {
   if (stream == nullptr) stream = default_stream_;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::Status valid = CheckRequest(bytes, alignment);
   if (valid.ok() && stream->device() != device_) {
     valid = absl::InvalidArgumentError(absl::StrFormat(
@@ -239,7 +239,7 @@ DevicePool::BlockMap::iterator DevicePool::Coalesce(BlockMap::iterator it) {
 absl::Status DevicePool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
   if (stream == nullptr) stream = default_stream_;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (addr < slice_begin_ || addr >= slice_end_) {
     std::optional<int> owner = space_->device_of(ptr);
     return BadFree(absl::NotFoundError(
@@ -286,7 +286,7 @@ absl::Status DevicePool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
 }
 
 absl::Status DevicePool::RecordStream(void* ptr, Stream* stream) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == blocks_.end() || !it->second.allocated) {
     return BadFree(absl::NotFoundError(
@@ -297,7 +297,7 @@ absl::Status DevicePool::RecordStream(void* ptr, Stream* stream) {
 }
 
 absl::StatusOr<size_t> DevicePool::Trim() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return TrimLocked();
 }
 
@@ -393,7 +393,7 @@ void DevicePool::CountFree(const Block& block) {
 }
 
 PoolStats DevicePool::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   PoolStats s = stats_;
   s.cached_free = s.reserved - s.allocated;
   s.largest_free_block = free_.empty() ? 0 : free_.rbegin()->first;
@@ -401,7 +401,7 @@ PoolStats DevicePool::stats() const {
 }
 
 void DevicePool::ResetPeaks() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   stats_.peak_allocated = stats_.allocated;
   stats_.peak_requested = stats_.requested;
   stats_.peak_reserved = stats_.reserved;

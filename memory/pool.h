@@ -21,7 +21,7 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "memory/pool_stats.h"
 #include "memory/resource.h"
 #include "memory/timeline.h"
@@ -117,7 +117,7 @@ class DevicePool final : public MemoryResource {
   const PoolOptions options_;
   const uintptr_t slice_begin_, slice_end_;
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   BlockMap blocks_ ABSL_GUARDED_BY(mu_);  // every mapped byte is in one block
   absl::btree_set<std::pair<size_t, uintptr_t>> free_ ABSL_GUARDED_BY(mu_);  // (size, address)
   std::map<uintptr_t, size_t> unmapped_ ABSL_GUARDED_BY(mu_);  // address -> length

@@ -6,7 +6,7 @@
 namespace zero {
 
 std::vector<SegmentInfo> DevicePool::Segments() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<SegmentInfo> segments;
   for (const auto& [addr, block] : blocks_) {
     if (segments.empty() || segments.back().address + segments.back().size != addr) {

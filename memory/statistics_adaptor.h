@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "memory/resource.h"
 
 namespace zero {
@@ -39,7 +39,7 @@ class StatisticsAdaptor final : public MemoryResource {
 
  private:
   MemoryResource* const upstream_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   ResourceStatistics stats_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<void*, Tag> tags_ ABSL_GUARDED_BY(mu_);  // frees carry no tag
 };

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include <latch>
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
 #include "memory/units.h"
@@ -31,15 +31,15 @@ TEST_F(HostPoolTest, CrossStreamReuseWaitsForTheFreeingStream) {
   ASSERT_TRUE(p.ok());
   auto* word = static_cast<volatile int*>(*p);
   *word = 0;
-  absl::Notification release;
-  ASSERT_TRUE(a->Enqueue([&] { release.WaitForNotification(); *word = 1; }).ok());
+  std::latch release(1);
+  ASSERT_TRUE(a->Enqueue([&] { release.wait(); *word = 1; }).ok());
   ASSERT_TRUE(pool.Deallocate(*p, 4096, a).ok());
   auto q = pool.Allocate(4096, Tag::kActivations, b);
   ASSERT_TRUE(q.ok());
   ASSERT_EQ(*q, *p) << "best fit reuses the same block";
   int seen = -1;
   ASSERT_TRUE(b->Enqueue([&] { seen = *word; }).ok());
-  release.Notify();
+  release.count_down();
   ASSERT_TRUE(b->Synchronize().ok());
   EXPECT_EQ(seen, 1) << "B ran before A finished with the block";
 }
@@ -52,15 +52,15 @@ TEST_F(HostPoolTest, RecordStreamProtectsABlockUsedOnAnotherStream) {
   ASSERT_TRUE(p.ok());
   auto* word = static_cast<volatile int*>(*p);
   *word = 0;
-  absl::Notification release;
-  ASSERT_TRUE(side->Enqueue([&] { release.WaitForNotification(); *word = 7; }).ok());
+  std::latch release(1);
+  ASSERT_TRUE(side->Enqueue([&] { release.wait(); *word = 7; }).ok());
   ASSERT_TRUE(pool.RecordStream(*p, side).ok());
   ASSERT_TRUE(pool.Deallocate(*p, 4096, a).ok());
   auto q = pool.Allocate(4096, Tag::kCommunication, a);
   ASSERT_EQ(*q, *p);
   int seen = -1;
   ASSERT_TRUE(a->Enqueue([&] { seen = *word; }).ok());
-  release.Notify();
+  release.count_down();
   ASSERT_TRUE(a->Synchronize().ok());
   EXPECT_EQ(seen, 7);
   int on_stack = 0;

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
 #include "memory/units.h"
@@ -26,7 +26,7 @@ struct Live {
 
 // One device's view from the test: what is live, guarded by the test.
 struct DeviceModel {
-  absl::Mutex mu;
+  std::mutex mu;
   std::map<uintptr_t, Live> live;
 };
 
@@ -74,7 +74,7 @@ TEST(PoolRandomTest, InvariantsHoldUnderConcurrentChurn) {
     for (int op = 0; op < kOpsPerThread; ++op) {
       const int d = static_cast<int>(rng() % kDevices);
       DeviceModel& model = models[d];
-      absl::MutexLock lock(&model.mu);
+      std::lock_guard<std::mutex> lock(model.mu);
       const bool free_one = !model.live.empty() && (rng() % 2 == 0 || model.live.size() > 64);
       if (free_one) {
         auto it = model.live.begin();

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"

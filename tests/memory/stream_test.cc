@@ -1,7 +1,7 @@
 #include <atomic>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include <latch>
 #include "gtest/gtest.h"
 #include "memory/host_stream.h"
 
@@ -21,18 +21,18 @@ TEST(HostStreamTest, RunsWorkInOrder) {
 
 TEST(HostStreamTest, EventOrdersWorkAcrossStreams) {
   HostStream producer(0), consumer(0);
-  absl::Notification release;
+  std::latch release(1);
   std::atomic<int> value{0};
   // The producer is held until `release`, so without the event the consumer
   // would read 0.
-  ASSERT_TRUE(producer.Enqueue([&] { release.WaitForNotification(); value = 42; }).ok());
+  ASSERT_TRUE(producer.Enqueue([&] { release.wait(); value = 42; }).ok());
   auto event = producer.Record();
   ASSERT_TRUE(event.ok());
   EXPECT_FALSE((*event)->Query());
   ASSERT_TRUE(consumer.Wait(*event).ok());
   int seen = -1;
   ASSERT_TRUE(consumer.Enqueue([&] { seen = value.load(); }).ok());
-  release.Notify();
+  release.count_down();
   ASSERT_TRUE(consumer.Synchronize().ok());
   EXPECT_EQ(seen, 42);
   EXPECT_TRUE((*event)->Query());
