@@ -1,0 +1,142 @@
+#include "tests/zero/training.h"
+
+#include <thread>
+
+#include "memory/status_macros.h"
+#include "zero/comm/local_communicator.h"
+
+namespace zero::testing_model {
+
+uint64_t BatchSeed(uint64_t seed, int rank, int step, int micro) {
+  return MixSeed(MixSeed(MixSeed(seed, rank), step), micro);
+}
+
+std::vector<ParamSpec> SpecsOf(const Model& model) {
+  std::vector<ParamSpec> specs;
+  for (const ParamInfo& p : model.params()) specs.push_back({p.name, p.numel, p.module});
+  return specs;
+}
+
+namespace {
+
+absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engine, int rank) {
+  const int gas = run.config.gradient_accumulation_steps;
+  ParamReader reader = [&engine](int id) -> std::span<const float> {
+    absl::StatusOr<std::span<float>> p = engine.param(id);
+    return p.ok() ? *p : std::span<const float>();
+  };
+  Hooks hooks;
+  hooks.on_grad = [&engine](int id, std::span<const float> grad) {
+    return engine.AddGrad(id, grad);
+  };
+  for (int step = 0; step < run.steps; ++step) {
+    for (int micro = 0; micro < gas; ++micro) {
+      const Batch batch = model.MakeBatch(BatchSeed(run.seed, rank, step, micro));
+      RETURN_IF_ERROR(model.ForwardBackward(reader, batch, hooks).status());
+    }
+    RETURN_IF_ERROR(engine.Step());
+  }
+  return absl::OkStatus();
+}
+
+void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
+             Communicator* comm, DeviceSystem* devices, int rank, RankResult& out) {
+  auto fail = [&](absl::Status s) { out.status = s; };
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(run.config, SpecsOf(model), optimizer, comm, devices, rank);
+  if (!engine.ok()) return fail(engine.status());
+  const bool has_bytes = devices->backend().has_bytes();
+  if (has_bytes) {
+    absl::Status init = model.InitParams(run.seed, [&](int id) { return *(*engine)->param(id); });
+    if (!init.ok()) return fail(init);
+  }
+  if (run.before_training) {
+    if (absl::Status s = run.before_training(rank, **engine); !s.ok()) return fail(s);
+  }
+  devices->pool(rank).ResetPeaks();
+  out.status = TrainRank(model, run, **engine, rank);
+  out.stats = (*engine)->stats();
+  out.peak_gradients = out.stats.pool.tag(Tag::kGradients).peak;
+  out.peak_communication = out.stats.pool.tag(Tag::kCommunication).peak;
+  if (!has_bytes) return;
+  for (int id = 0; id < static_cast<int>(model.params().size()); ++id) {
+    std::span<float> p = *(*engine)->param(id);
+    out.params.emplace_back(p.begin(), p.end());
+  }
+}
+
+// The first term is taken as is (0 + x is not always x: -0.0), later ones added.
+void AddOrTake(ParamSet& into, ParamSet from, bool first) {
+  if (first) {
+    into = std::move(from);
+    return;
+  }
+  for (size_t i = 0; i < into.size(); ++i) {
+    for (size_t j = 0; j < into[i].size(); ++j) into[i][j] += from[i][j];
+  }
+}
+
+}  // namespace
+
+std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& run,
+                                        const OptimizerFactory& make_optimizer) {
+  std::vector<RankResult> results(run.world);
+  auto fail_all = [&](const absl::Status& s) {
+    for (RankResult& r : results) r.status = s;
+    return results;
+  };
+  absl::StatusOr<std::unique_ptr<DeviceSystem>> devices =
+      DeviceSystem::Create({run.kind, run.world, run.capacity});
+  if (!devices.ok()) return fail_all(devices.status());
+  LocalGroup::Options options;
+  options.timeout = absl::Seconds(20);
+  options.has_bytes = (*devices)->backend().has_bytes();
+  auto comms = LocalGroup::Create(run.world, options);
+  if (!comms.ok()) return fail_all(comms.status());
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = make_optimizer();
+  if (!optimizer.ok()) return fail_all(optimizer.status());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < run.world; ++r) {
+    threads.emplace_back([&, r] {
+      RunRank(model, run, optimizer->get(), (*comms)[r].get(), devices->get(), r, results[r]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+absl::StatusOr<ParamSet> TrainReference(const Model& model, const TrainingRun& run,
+                                        const OptimizerFactory& make_optimizer) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, make_optimizer());
+  ASSIGN_OR_RETURN(ParamSet params, InitialParams(model, run.seed));
+  const int gas = run.config.gradient_accumulation_steps;
+  const size_t n = params.size();
+  std::vector<ParamSet> state(optimizer->state_buffers());
+  for (ParamSet& s : state) {
+    for (const auto& p : params) s.emplace_back(p.size(), 0.0f);
+  }
+  const float grad_scale = 1.0f / static_cast<float>(run.world * gas);
+  for (int step = 0; step < run.steps; ++step) {
+    ParamSet total;
+    for (int micro = 0; micro < gas; ++micro) {
+      ParamSet sum;
+      for (int rank = 0; rank < run.world; ++rank) {
+        ParamSet grads;
+        const Batch batch = model.MakeBatch(BatchSeed(run.seed, rank, step, micro));
+        RETURN_IF_ERROR(ForwardBackwardDense(model, params, batch, &grads).status());
+        AddOrTake(sum, std::move(grads), rank == 0);
+      }
+      AddOrTake(total, std::move(sum), micro == 0);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<std::span<float>> s;
+      for (ParamSet& buffer : state) s.emplace_back(buffer[i]);
+      StepArgs args{.params = params[i], .grads = total[i].data(), .grad_dtype = DType::kF32,
+                    .state = s, .step = step + 1, .grad_scale = grad_scale};
+      RETURN_IF_ERROR(optimizer->Step(args));
+    }
+  }
+  return params;
+}
+
+}  // namespace zero::testing_model

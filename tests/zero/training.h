@@ -1,0 +1,53 @@
+// Drives the test models under the engine, one thread per rank over host or
+// meta devices, and the plain single-process reference the engine must match.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "memory/device_system.h"
+#include "optimizers/optimizer.h"
+#include "tests/model/model.h"
+#include "zero/engine.h"
+
+namespace zero::testing_model {
+
+using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<Optimizer>>()>;
+
+struct TrainingRun {
+  int world = 1;
+  int steps = 20;
+  EngineConfig config;
+  DeviceSpec::Kind kind = DeviceSpec::Kind::kHost;
+  size_t capacity = size_t{256} << 20;
+  uint64_t seed = 1234;
+  // Called on each rank after Create, before training; may change what a
+  // rank does to provoke errors. Returning an error ends that rank's run.
+  std::function<absl::Status(int rank, Engine& engine)> before_training;
+};
+
+struct RankResult {
+  absl::Status status;
+  ParamSet params;      // final parameters as this rank sees them
+  EngineStats stats;    // after the last step
+  size_t peak_gradients = 0, peak_communication = 0;
+};
+
+// The batch of `rank` for micro-batch `micro` of step `step`.
+uint64_t BatchSeed(uint64_t seed, int rank, int step, int micro);
+
+// Runs `run` and returns each rank's outcome (errors included).
+std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& run,
+                                        const OptimizerFactory& make_optimizer);
+
+// One process, no engine: each micro-batch's gradients summed over ranks in
+// rank order, micro-batches accumulated in order, then the optimizer with
+// grad_scale 1/(world * micro-batches), parameter by parameter.
+absl::StatusOr<ParamSet> TrainReference(const Model& model, const TrainingRun& run,
+                                        const OptimizerFactory& make_optimizer);
+
+std::vector<ParamSpec> SpecsOf(const Model& model);
+
+}  // namespace zero::testing_model

@@ -1,0 +1,59 @@
+// An owned allocation from a DevicePool, typed by its element count: freed
+// on the stream it was allocated on when destroyed or reset. Move-only.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "memory/pool.h"
+
+namespace zero {
+
+class Buffer {
+ public:
+  Buffer() = default;
+  static absl::StatusOr<Buffer> Allocate(DevicePool* pool, size_t bytes, Tag tag,
+                                         Stream* stream) {
+    absl::StatusOr<void*> ptr = pool->Allocate(bytes, tag, stream);
+    if (!ptr.ok()) return ptr.status();
+    Buffer b;
+    b.pool_ = pool;
+    b.ptr_ = *ptr;
+    b.bytes_ = bytes;
+    b.stream_ = stream;
+    return b;
+  }
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      pool_ = std::exchange(other.pool_, nullptr);
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+      stream_ = std::exchange(other.stream_, nullptr);
+    }
+    return *this;
+  }
+  ~Buffer() { Reset(); }
+
+  // A pointer the pool handed out with this size cannot be refused.
+  void Reset() {
+    if (ptr_ != nullptr) (void)pool_->Deallocate(ptr_, bytes_, stream_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+
+  template <typename T = void>
+  T* data() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+
+ private:
+  DevicePool* pool_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  Stream* stream_ = nullptr;
+};
+
+}  // namespace zero

@@ -1,0 +1,24 @@
+#include "zero/config.h"
+
+#include "absl/strings/str_format.h"
+
+namespace zero {
+
+absl::Status ValidateConfig(const EngineConfig& config) {
+  if (config.stage < 0 || config.stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("stage %d is not 0, 1, 2 or 3", config.stage));
+  }
+  if (config.gradient_accumulation_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "gradient_accumulation_steps %d < 1", config.gradient_accumulation_steps));
+  }
+  if (config.bucket_elements == 0) return absl::InvalidArgumentError("bucket_elements is zero");
+  if (config.param_dtype != DType::kF32) {
+    return absl::UnimplementedError("mixed precision is not supported yet: use fp32 parameters");
+  }
+  if (config.stage == 3) return absl::UnimplementedError("stage 3 is not supported yet");
+  return absl::OkStatus();
+}
+
+}  // namespace zero
