@@ -1,0 +1,159 @@
+// Bad input to the engine: a clear error on every rank, never a hang.
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "optimizers/adam.h"
+#include "zero/comm/local_communicator.h"
+#include "memory/status_macros.h"
+#include "zero/engine.h"
+
+namespace zero {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<ParamSpec> Specs() { return {{"a", 100, 0}, {"b", 50, 1}, {"c", 30, 1}}; }
+
+using RankFn = std::function<absl::Status(int rank, Communicator* comm, DeviceSystem* devices)>;
+
+// Runs `fn` on `world` ranks (threads) and returns each rank's status. The
+// group's timeout is long: a pass means errors, not the clock, ended it.
+std::vector<absl::Status> RunRanks(int world, const RankFn& fn) {
+  auto devices = *DeviceSystem::Create({DeviceSpec::Kind::kHost, world, size_t{64} << 20});
+  LocalGroup::Options options;
+  options.timeout = absl::Seconds(60);
+  auto comms = *LocalGroup::Create(world, options);
+  std::vector<absl::Status> status(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] { status[r] = fn(r, comms[r].get(), devices.get()); });
+  }
+  for (auto& t : threads) t.join();
+  return status;
+}
+
+class EngineErrors : public ::testing::Test {
+ protected:
+  absl::StatusOr<std::unique_ptr<Engine>> Create(Communicator* comm, DeviceSystem* devices,
+                                                 int rank, std::vector<ParamSpec> specs = Specs(),
+                                                 EngineConfig config = {}) {
+    config.stage = 2;
+    config.bucket_elements = 60;
+    return Engine::Create(config, std::move(specs), adam_.get(), comm, devices, rank);
+  }
+  // All gradients of one micro-batch, in reverse order.
+  static absl::Status AllGrads(Engine& engine) {
+    std::vector<float> g(100, 1.0f);
+    for (int id = 2; id >= 0; --id) {
+      absl::Status s = engine.AddGrad(id, std::span<const float>(g.data(), Specs()[id].numel));
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  std::unique_ptr<Optimizer> adam_ = *MakeAdamW();
+};
+
+TEST_F(EngineErrors, ParameterRegisteredTwice) {
+  auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) {
+    return Create(comm, d, r, {{"w", 10, 0}, {"w", 10, 0}}).status();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("'w' registered twice"));
+  }
+}
+
+TEST_F(EngineErrors, RanksDisagreeOnTheLayout) {
+  auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) {
+    std::vector<ParamSpec> specs = Specs();
+    if (r == 2) specs[1].numel = 51;
+    return Create(comm, d, r, specs).status();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("rank(s) 2 differ"));
+  }
+}
+
+TEST_F(EngineErrors, GradientOfTheWrongSizeOrDtype) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+      ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
+      std::vector<float> g(100, 1.0f);
+      if (r == 1) return engine->AddGrad(2, g.data(), dtype == DType::kF32 ? 29 : 30, dtype);
+      RETURN_IF_ERROR(AllGrads(*engine));
+      return engine->Step();
+    });
+    EXPECT_EQ(status[1].code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status[1].message()), HasSubstr("gradient of 'c'"));
+    for (int r : {0, 2, 3}) EXPECT_FALSE(status[r].ok()) << "rank " << r << " went on";
+  }
+}
+
+TEST_F(EngineErrors, StepBeforeEveryGradientArrived) {
+  auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
+    std::vector<float> g(100, 1.0f);
+    if (r == 3) {
+      RETURN_IF_ERROR(engine->AddGrad(2, std::span<const float>(g.data(), 30)));
+      return engine->Step();
+    }
+    RETURN_IF_ERROR(AllGrads(*engine));
+    return engine->Step();
+  });
+  EXPECT_EQ(status[3].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status[3].message()), HasSubstr("Step before every gradient arrived"));
+  EXPECT_THAT(std::string(status[3].message()), HasSubstr("'a'"));
+  for (int r : {0, 1, 2}) EXPECT_FALSE(status[r].ok()) << "rank " << r << " went on";
+}
+
+TEST_F(EngineErrors, GradientTwiceInOneMicroBatchAndUnknownParameter) {
+  auto status = RunRanks(1, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
+    std::vector<float> g(100, 1.0f);
+    EXPECT_EQ(engine->AddGrad(7, g).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(engine->param(-1).status().code(), absl::StatusCode::kInvalidArgument);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status[0].ok());
+  status = RunRanks(1, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
+    std::vector<float> g(100, 1.0f);
+    RETURN_IF_ERROR(engine->AddGrad(0, std::span<const float>(g.data(), 100)));
+    return engine->AddGrad(0, std::span<const float>(g.data(), 100));
+  });
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status[0].message()), HasSubstr("handed over twice"));
+}
+
+// Rank 1 skips a Step: its next reduce-scatter meets the others' all-gather.
+TEST_F(EngineErrors, RanksDisagreeOnTheSequenceOfCollectives) {
+  auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
+    RETURN_IF_ERROR(AllGrads(*engine));
+    if (r == 1) {
+      RETURN_IF_ERROR(engine->ZeroGrad());
+      return AllGrads(*engine);
+    }
+    return engine->Step();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("differs"));
+  }
+}
+
+TEST_F(EngineErrors, BadConfig) {
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) {
+    EngineConfig config;
+    config.gradient_accumulation_steps = 0;
+    return Engine::Create(config, Specs(), adam_.get(), comm, d, r).status();
+  });
+  for (const absl::Status& s : status) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zero
