@@ -1,0 +1,117 @@
+// Engine step time at stages 1 and 2 as a ratio to stage 0 (plain data
+// parallel), 8 ranks on the local backend over host devices, same synthetic
+// transformer, one run; plus elements and bytes each rank sends per step.
+//   bazel run -c opt //bench:engine_bench
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/ratio_reporter.h"
+#include "benchmark/benchmark.h"
+#include "memory/device_system.h"
+#include "optimizers/adam.h"
+#include "zero/comm/local_communicator.h"
+#include "zero/engine.h"
+
+namespace zero {
+namespace {
+
+constexpr int kRanks = 8;
+
+// GPT-style blocks: qkv, proj, fc1, fc2 weights and biases, hidden 256.
+std::vector<ParamSpec> ModelSpecs() {
+  const size_t h = 256;
+  std::vector<ParamSpec> specs;
+  for (int l = 0; l < 4; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    for (auto [name, numel] : {std::pair{"qkv.w", 3 * h * h}, {"qkv.b", 3 * h},
+                               {"proj.w", h * h}, {"proj.b", h}, {"fc1.w", 4 * h * h},
+                               {"fc1.b", 4 * h}, {"fc2.w", 4 * h * h}, {"fc2.b", h}}) {
+      specs.push_back({p + name, numel, l});
+    }
+  }
+  return specs;
+}
+
+struct Cluster {
+  std::unique_ptr<DeviceSystem> devices;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::unique_ptr<Optimizer> adam;
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<float> grad;  // the same synthetic gradient for every parameter
+};
+
+std::unique_ptr<Cluster> MakeCluster(int stage) {
+  auto c = std::make_unique<Cluster>();
+  c->devices = *DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30});
+  c->comms = *LocalGroup::Create(kRanks);
+  c->adam = *MakeAdamW();
+  c->engines.resize(kRanks);
+  EngineConfig config;
+  config.stage = stage;
+  config.bucket_elements = 1'000'000;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      c->engines[r] = *Engine::Create(config, ModelSpecs(), c->adam.get(), c->comms[r].get(),
+                                      c->devices.get(), r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  c->grad.resize(4 * 256 * 256);
+  for (float& g : c->grad) g = normal(rng);
+  return c;
+}
+
+// One training step on every rank: gradients in reverse order, then Step.
+void RunStep(Cluster& c) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&c, r] {
+      Engine& e = *c.engines[r];
+      for (int id = static_cast<int>(e.layout().params().size()) - 1; id >= 0; --id) {
+        (void)e.AddGrad(id, c.grad.data(), e.layout().params()[id].numel);
+      }
+      (void)e.Step();
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+void BM_EngineStep(benchmark::State& state) {
+  auto cluster = MakeCluster(static_cast<int>(state.range(0)));
+  RunStep(*cluster);  // warm: first touches of every buffer
+  const uint64_t sent_before = cluster->engines[0]->stats().comm.Total().elements_sent;
+  const uint64_t bytes_before = cluster->engines[0]->stats().comm.Total().bytes_sent;
+  int64_t steps = 0;
+  for (auto _ : state) {
+    RunStep(*cluster);
+    ++steps;
+  }
+  const auto total = cluster->engines[0]->stats().comm.Total();
+  const double psi = static_cast<double>(cluster->engines[0]->layout().numel());
+  state.counters["sent_elems_per_psi"] = (total.elements_sent - sent_before) / (steps * psi);
+  state.counters["sent_MB_per_step"] = (total.bytes_sent - bytes_before) / (steps * 1e6);
+}
+
+BENCHMARK(BM_EngineStep)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace zero
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  zero::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  const double base = reporter.seconds("BM_EngineStep/0/real_time");
+  std::printf("\nstep time relative to stage 0 (8 ranks, local backend, same model):\n");
+  for (int stage : {1, 2}) {
+    const double t = reporter.seconds("BM_EngineStep/" + std::to_string(stage) + "/real_time");
+    if (base > 0 && t > 0) std::printf("  stage %d / stage 0 = %.2f\n", stage, t / base);
+  }
+  return 0;
+}
