@@ -17,7 +17,9 @@ absl::Status ValidateConfig(const EngineConfig& config) {
   if (config.param_dtype != DType::kF32) {
     return absl::UnimplementedError("mixed precision is not supported yet: use fp32 parameters");
   }
-  if (config.stage == 3) return absl::UnimplementedError("stage 3 is not supported yet");
+  if (config.max_reuse_distance < 0) {
+    return absl::InvalidArgumentError("max_reuse_distance < 0");
+  }
   return absl::OkStatus();
 }
 

@@ -20,6 +20,19 @@ struct EngineConfig {
   size_t bucket_elements = 500'000'000;
   // Model parameter and gradient dtype (fp32 master weights either way).
   DType param_dtype = DType::kF32;
+
+  // Stage 3 (DeepSpeed's stage3_* knobs, in elements):
+  // how far ahead of the module in use to gather, following the order
+  // recorded in the first step (stage3_prefetch_bucket_size);
+  size_t prefetch_elements = 50'000'000;
+  // a cap on gathered elements alive at once that prefetch respects
+  // (stage3_max_live_parameters);
+  size_t max_live_elements = 1'000'000'000;
+  // a released module whose next fetch comes within this many fetches stays
+  // gathered (stage3_max_reuse_distance, counted in fetches here);
+  int max_reuse_distance = 0;
+  // units smaller than this stay gathered for good (param_persistence_threshold).
+  size_t persistence_threshold = 100'000;
 };
 
 absl::Status ValidateConfig(const EngineConfig& config);

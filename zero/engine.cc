@@ -31,8 +31,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   std::unique_ptr<Engine> engine(
       new Engine(config, *std::move(layout), optimizer, comm, devices, device));
-  RETURN_IF_ERROR(engine->CheckLayoutAgreement());
+  const EngineConfig& c = engine->config_;
+  const uint64_t settings[] = {engine->layout_.Fingerprint(), uint64_t(c.stage),
+                               uint64_t(c.gradient_accumulation_steps), c.persistence_threshold};
+  RETURN_IF_ERROR(engine->CheckAgreement(Fnv1a(settings, sizeof settings),
+                                         "the parameter layout or config"));
   RETURN_IF_ERROR(engine->AllocateModelStates());
+  RETURN_IF_ERROR(engine->InitStage3());
   return engine;
 }
 
@@ -57,14 +62,11 @@ absl::Status Engine::Fail(absl::Status status) {
   return status;
 }
 
-// Every rank shares its layout's fingerprint; any difference fails all of
-// them alike, since each compares the same gathered values. Meta devices
-// move no bytes, so there the check is left to the collective sequence.
-absl::Status Engine::CheckLayoutAgreement() {
+// Each compares the same gathered values, so all ranks fail alike. Meta
+// devices move no bytes: there the check is left to the collective sequence.
+absl::Status Engine::CheckAgreement(uint64_t mine, const std::string& what) {
   const int n = layout_.world_size();
   if (!has_bytes() || n == 1) return absl::OkStatus();
-  uint64_t mine = layout_.Fingerprint() * 31 + config_.stage * 7 +
-                  static_cast<uint64_t>(config_.gradient_accumulation_steps);
   std::vector<uint64_t> host(n);
   ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(pool_, n * sizeof(uint64_t),
                                                 Tag::kCommunication, stream_));
@@ -80,9 +82,7 @@ absl::Status Engine::CheckLayoutAgreement() {
   }
   if (differ.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrFormat(
-      "ranks disagree on the parameter layout or config: rank(s) %s differ from rank 0 "
-      "(register the same parameters, in the same order, with the same config)",
-      absl::StrJoin(differ, ", ")));
+      "ranks disagree on %s: rank(s) %s differ from rank 0", what, absl::StrJoin(differ, ", ")));
 }
 
 absl::Status Engine::AllocateModelStates() {
@@ -93,9 +93,9 @@ absl::Status Engine::AllocateModelStates() {
     // Padding must hold zeros: it is summed, updated and gathered like the rest.
     return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
   };
-  RETURN_IF_ERROR(alloc(params_, full, Tag::kParameters));
+  RETURN_IF_ERROR(alloc(params_, config_.stage == 3 ? shard : full, Tag::kParameters));
   if (config_.stage <= 1) RETURN_IF_ERROR(alloc(grads_, full, Tag::kGradients));
-  if (config_.stage == 2 || (config_.stage == 1 && config_.gradient_accumulation_steps > 1)) {
+  if (config_.stage >= 2 || (config_.stage == 1 && config_.gradient_accumulation_steps > 1)) {
     RETURN_IF_ERROR(alloc(owned_grads_, shard, Tag::kGradients));
   }
   state_.resize(optimizer_->state_buffers());
@@ -111,7 +111,34 @@ absl::StatusOr<std::span<float>> Engine::param(int id) {
         "no parameter #%d (%d are registered)", id, layout_.params().size()));
   }
   const ParamSlot& p = layout_.params()[id];
-  return std::span<float>(params_full() + p.offset, p.numel);
+  float* unit = param_data(p.unit);
+  if (unit == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "parameter '%s' is not gathered: Fetch module %d first", p.name, p.module));
+  }
+  return std::span<float>(unit + (p.offset - layout_.units()[p.unit].offset), p.numel);
+}
+
+absl::Status Engine::SetParam(int id, std::span<const float> values) {
+  if (id < 0 || id >= static_cast<int>(layout_.params().size()) ||
+      values.size() != layout_.params()[id].numel) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "SetParam(#%d) with %d values does not match a registered parameter", id, values.size()));
+  }
+  const ParamSlot& p = layout_.params()[id];
+  const Unit& u = layout_.units()[p.unit];
+  if (!has_bytes()) return absl::OkStatus();
+  if (float* whole = param_data(p.unit); whole != nullptr) {
+    RETURN_IF_ERROR(stream_->Copy(whole + (p.offset - u.offset), values.data(), values.size_bytes()));
+  }
+  if (config_.stage == 3) {
+    for (const Piece& piece : layout_.PiecesOf(id)) {
+      if (piece.rank != rank_) continue;
+      RETURN_IF_ERROR(stream_->Copy(params_.data<float>() + piece.shard_offset,
+                                    values.data() + piece.param_offset, piece.count * 4));
+    }
+  }
+  return stream_->Synchronize();
 }
 
 size_t Engine::owned_offset(int unit) const {
@@ -141,6 +168,9 @@ absl::Status Engine::Step() {
     if (absl::Status s = UpdateUnit(u, grad_scale); !s.ok()) return Fail(s);
   }
   micro_batches_ = 0;
+  if (config_.stage == 3) {
+    if (absl::Status s = FinishStepStage3(); !s.ok()) return Fail(s);
+  }
   return absl::OkStatus();
 }
 
@@ -151,7 +181,8 @@ absl::Status Engine::UpdateUnit(int unit, float grad_scale) {
   const bool whole = config_.stage == 0;
   const size_t count = whole ? u.padded : u.shard;
   const size_t state_offset = whole ? u.offset : u.shard_offset;
-  float* params = params_full() + (whole ? u.offset : owned_offset(unit));
+  float* params = config_.stage == 3 ? params_.data<float>() + u.shard_offset
+                                     : params_full() + (whole ? u.offset : owned_offset(unit));
   if (has_bytes()) {
     std::vector<std::span<float>> state;
     for (Buffer& s : state_) state.emplace_back(s.data<float>() + state_offset, count);
@@ -168,7 +199,8 @@ absl::Status Engine::UpdateUnit(int unit, float grad_scale) {
       RETURN_IF_ERROR(optimizer_->Step(args));
     }
   }
-  if (whole) return absl::OkStatus();
+  // Stage 3 keeps its pieces; they are gathered when next fetched.
+  if (whole || config_.stage == 3) return absl::OkStatus();
   return comm_->AllGather(params, params_full() + u.offset, u.shard, DType::kF32, stream_);
 }
 

@@ -5,9 +5,12 @@
 //
 //   auto engine = Engine::Create(config, params, &adam, comm, &devices, rank);
 //   for each step:
-//     for each micro-batch: forward with engine->param(i) ...
-//                           backward: engine->AddGrad(i, grad) as produced
+//     for each micro-batch:
+//       forward, per module m: Fetch(m); use engine->param(i); Release(m)
+//       backward, per module in reverse: Fetch(m); AddGrad(i, grad); Release(m)
 //     engine->Step();
+//
+// Fetch and Release cost nothing below stage 3, where parameters are whole.
 //
 // Arithmetic is the same at every stage: each micro-batch's gradients are
 // summed over ranks in rank order, micro-batches are accumulated in order,
@@ -32,6 +35,7 @@
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
+#include "zero/fingerprint.h"
 #include "zero/layout.h"
 
 namespace zero {
@@ -58,9 +62,20 @@ class Engine {
   const Layout& layout() const { return layout_; }
   const EngineConfig& config() const { return config_; }
 
-  // The full fp32 values of parameter `id` (stages 0-2), for the forward
-  // pass and for initialisation; identical on every rank after each Step.
+  // The full fp32 values of parameter `id`, identical on every rank after
+  // each Step. At stage 3 only while its module is fetched (else
+  // FailedPrecondition), and writes to it are not kept: use SetParam.
   absl::StatusOr<std::span<float>> param(int id);
+  // Sets parameter `id` (every rank with the same values), e.g. at start.
+  absl::Status SetParam(int id, std::span<const float> values);
+
+  // Collective at stage 3: gathers the parameters of `module` (and, after
+  // the first step, prefetches the next modules of the recorded order).
+  // Calls nest: a module stays fetched until every Fetch has its Release.
+  absl::Status Fetch(int module);
+  absl::Status Release(int module);
+  // Elements gathered now, beyond this rank's own pieces (stage 3).
+  size_t live_gathered_elements() const { return live_elements_; }
 
   // Hands over this micro-batch's gradient of parameter `id` (copied). Each
   // parameter once per micro-batch; a unit is reduced as soon as it and all
@@ -82,12 +97,15 @@ class Engine {
   struct UnitState {
     int received = 0;      // parameters handed over in this micro-batch
     Buffer staging;        // gradients of the unit in flight (when not in grads_)
+    Buffer gathered;       // stage 3: the whole unit, while fetched
+    bool persistent = false;
   };
 
   Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer, Communicator* comm,
          DeviceSystem* devices, int device);
   absl::Status AllocateModelStates();
-  absl::Status CheckLayoutAgreement();
+  // Every rank shares `mine`; any difference fails them all alike.
+  absl::Status CheckAgreement(uint64_t mine, const std::string& what);
   absl::Status Fail(absl::Status status);  // aborts the group, returns status
 
   // Gradient flow (engine_grads.cc).
@@ -100,6 +118,15 @@ class Engine {
 
   // Update (engine.cc).
   absl::Status UpdateUnit(int unit, float grad_scale);
+
+  // Stage 3 (engine_stage3.cc).
+  absl::Status InitStage3();
+  absl::Status GatherUnit(int unit);
+  absl::Status Prefetch();
+  bool ReusedSoon(int module) const;
+  absl::Status FinishStepStage3();
+  absl::Status CheckFetchOrder();
+  float* param_data(int unit);  // where a unit's whole values are, or null
 
   float* params_full() const { return params_.data<float>(); }
   size_t owned_offset(int unit) const;  // this rank's piece in the flat buffer
@@ -114,7 +141,7 @@ class Engine {
   Stream* const stream_;
   const int rank_;
 
-  Buffer params_;                  // flat fp32 parameters, whole (stages 0-2)
+  Buffer params_;                  // fp32 parameters: whole (stages 0-2) or pieces (3)
   Buffer grads_;                   // stage 0-1: flat gradients, whole
   Buffer owned_grads_;             // stage 1 (accumulating), 2: this rank's pieces
   std::vector<Buffer> state_;      // optimizer state: whole (stage 0) or pieces
@@ -123,6 +150,13 @@ class Engine {
   int next_unit_to_reduce_;        // units reduce from the last to the first
   int micro_batches_ = 0;
   int64_t steps_ = 0;
+
+  // Stage 3 bookkeeping.
+  std::vector<std::vector<int>> module_units_;  // module -> its units
+  std::vector<int> fetch_count_;                // per module: Fetch minus Release
+  std::vector<int> trace_;                      // modules fetched this step, in order
+  std::vector<int> order_;                      // the first step's trace
+  size_t live_elements_ = 0;
 };
 
 }  // namespace zero

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "memory/units.h"
+#include "zero/fingerprint.h"
 
 namespace zero {
 
@@ -90,22 +91,11 @@ std::vector<Piece> Layout::PiecesOf(int param) const {
   return pieces;
 }
 
-// FNV-1a: unlike absl::Hash, the same in every process, so ranks on
-// different nodes can compare fingerprints.
 uint64_t Layout::Fingerprint() const {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](const void* data, size_t bytes) {
-    for (size_t i = 0; i < bytes; ++i) {
-      h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
-    }
-  };
-  auto mix_number = [&mix](uint64_t v) { mix(&v, sizeof v); };
-  mix_number(world_size_);
-  mix_number(padded_);
+  auto mix = [](uint64_t h, uint64_t v) { return Fnv1a(&v, sizeof v, h); };
+  uint64_t h = mix(mix(kFnvBasis, world_size_), padded_);
   for (const ParamSlot& p : params_) {
-    mix(p.name.data(), p.name.size());
-    mix_number(p.numel);
-    mix_number(p.offset);
+    h = mix(mix(Fnv1a(p.name.data(), p.name.size(), h), p.numel), p.offset);
   }
   return h;
 }

@@ -1,4 +1,4 @@
-// Stages 0-2 against the single-process reference, bit for bit in fp32.
+// Stages 0-3 against the single-process reference, bit for bit in fp32.
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -68,7 +68,7 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Engine, StagesMatchReference,
-    ::testing::Combine(::testing::Values("mlp", "transformer"), ::testing::Values(0, 1, 2),
+    ::testing::Combine(::testing::Values("mlp", "transformer"), ::testing::Values(0, 1, 2, 3),
                        ::testing::Values(1, 2, 4, 8), ::testing::Values(1, 3),
                        ::testing::Values(size_t{500'000'000}, size_t{300})),
     CaseName);

@@ -26,6 +26,10 @@ absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engin
     return p.ok() ? *p : std::span<const float>();
   };
   Hooks hooks;
+  auto fetch = [&engine](int module) { return engine.Fetch(module); };
+  auto release = [&engine](int module) { return engine.Release(module); };
+  hooks.pre_forward = hooks.pre_backward = fetch;
+  hooks.post_forward = hooks.post_backward = release;
   hooks.on_grad = [&engine](int id, std::span<const float> grad) {
     return engine.AddGrad(id, grad);
   };
@@ -39,6 +43,29 @@ absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engin
   return absl::OkStatus();
 }
 
+absl::Status SetInitialParams(const Model& model, uint64_t seed, Engine& engine) {
+  ASSIGN_OR_RETURN(ParamSet initial, InitialParams(model, seed));
+  for (int id = 0; id < static_cast<int>(initial.size()); ++id) {
+    RETURN_IF_ERROR(engine.SetParam(id, initial[id]));
+  }
+  return absl::OkStatus();
+}
+
+// Collective: module by module, as stage 3 needs.
+absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine) {
+  ParamSet params(model.params().size());
+  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+    RETURN_IF_ERROR(engine.Fetch(m));
+    for (int id = 0; id < static_cast<int>(params.size()); ++id) {
+      if (model.params()[id].module != m) continue;
+      ASSIGN_OR_RETURN(std::span<float> p, engine.param(id));
+      params[id].assign(p.begin(), p.end());
+    }
+    RETURN_IF_ERROR(engine.Release(m));
+  }
+  return params;
+}
+
 void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
              Communicator* comm, DeviceSystem* devices, int rank, RankResult& out) {
   auto fail = [&](absl::Status s) { out.status = s; };
@@ -47,8 +74,7 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
   if (!engine.ok()) return fail(engine.status());
   const bool has_bytes = devices->backend().has_bytes();
   if (has_bytes) {
-    absl::Status init = model.InitParams(run.seed, [&](int id) { return *(*engine)->param(id); });
-    if (!init.ok()) return fail(init);
+    if (absl::Status s = SetInitialParams(model, run.seed, **engine); !s.ok()) return fail(s);
   }
   if (run.before_training) {
     if (absl::Status s = run.before_training(rank, **engine); !s.ok()) return fail(s);
@@ -58,11 +84,10 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
   out.stats = (*engine)->stats();
   out.peak_gradients = out.stats.pool.tag(Tag::kGradients).peak;
   out.peak_communication = out.stats.pool.tag(Tag::kCommunication).peak;
-  if (!has_bytes) return;
-  for (int id = 0; id < static_cast<int>(model.params().size()); ++id) {
-    std::span<float> p = *(*engine)->param(id);
-    out.params.emplace_back(p.begin(), p.end());
-  }
+  if (!has_bytes || !out.status.ok()) return;
+  absl::StatusOr<ParamSet> final_params = ReadParams(model, **engine);
+  if (!final_params.ok()) return fail(final_params.status());
+  out.params = *std::move(final_params);
 }
 
 // The first term is taken as is (0 + x is not always x: -0.0), later ones added.

@@ -1,0 +1,49 @@
+// Traffic accounting for collectives: what each rank sends and receives.
+//
+// The model is a bandwidth-optimal ring, counted per rank, whatever the
+// backend really does (the local backend copies through shared memory):
+//   all-gather, reduce-scatter: send and receive (N-1) * count elements;
+//   all-reduce: a reduce-scatter then an all-gather of count elements split
+//     into N balanced chunks, so 2 * (count - own chunk), i.e. 2(N-1)/N * count
+//     (summed over ranks exactly 2(N-1) * count);
+//   broadcast: the root sends count, every other rank receives count;
+//   barrier: no elements.
+// With one rank nothing moves. This is what the ZeRO paper counts: 2Ψ per
+// step for stages 0-2 (all-reduce, or reduce-scatter + all-gather), 3Ψ for
+// stage 3 (one more all-gather of the parameters).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "zero/comm/collective.h"
+
+namespace zero {
+
+struct OpStats {
+  uint64_t calls = 0;
+  uint64_t elements_sent = 0;
+  uint64_t elements_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+
+  OpStats& operator+=(const OpStats& other);
+  bool operator==(const OpStats&) const = default;
+};
+
+// What one call moves for `rank` under the ring model above (calls = 1).
+OpStats RingTraffic(const CollectiveCall& call, int rank, int world_size);
+
+// Per rank, per kind of collective; only calls that succeeded count.
+struct CommStats {
+  std::array<OpStats, kNumCollectiveKinds> by_kind{};
+
+  const OpStats& operator[](CollectiveKind kind) const { return by_kind[static_cast<int>(kind)]; }
+  OpStats Total() const;
+  void Add(const CollectiveCall& call, int rank, int world_size);
+  // One line per kind that was called: "AllGather calls=3 sent=... recv=...".
+  std::string ToString() const;
+};
+
+}  // namespace zero

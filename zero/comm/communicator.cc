@@ -1,0 +1,45 @@
+#include "zero/comm/communicator.h"
+
+namespace zero {
+
+absl::Status Communicator::AllGather(const void* send, void* recv, size_t count, DType dtype,
+                                     Stream* stream) {
+  return Run(CollectiveCall::AllGather(count, dtype), send, recv, stream);
+}
+
+absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
+                                         ReduceOp op, Stream* stream) {
+  return Run(CollectiveCall::ReduceScatter(count, dtype, op), send, recv, stream);
+}
+
+absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                     ReduceOp op, Stream* stream) {
+  return Run(CollectiveCall::AllReduce(count, dtype, op), send, recv, stream);
+}
+
+absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count, DType dtype,
+                                     int root, Stream* stream) {
+  return Run(CollectiveCall::Broadcast(count, dtype, root), send, recv, stream);
+}
+
+absl::Status Communicator::Barrier(Stream* stream) {
+  return Run(CollectiveCall::Barrier(), nullptr, nullptr, stream);
+}
+
+CommStats Communicator::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+absl::Status Communicator::Run(const CollectiveCall& call, const void* send, void* recv,
+                               Stream* stream) {
+  const absl::Status invalid = ValidateCall(call, send, recv, rank(), world_size());
+  absl::Status status = Execute(call, send, recv, stream, invalid);
+  if (!invalid.ok() && status.ok()) return invalid;  // a backend must not run a bad call
+  if (!status.ok()) return status;
+  std::lock_guard lock(stats_mu_);
+  stats_.Add(call, rank(), world_size());
+  return status;
+}
+
+}  // namespace zero

@@ -1,0 +1,79 @@
+// The collectives ZeRO needs, over a group of ranks (one device each), in
+// NCCL's argument order: (send, recv, count, dtype, [op | root], stream).
+//
+// Contract, for every backend:
+// - Every rank of the group must issue the same collectives in the same
+//   order with the same count, dtype, op and root; only the buffers differ.
+// - `stream` orders the collective with the rank's other work: it starts
+//   after work enqueued on `stream` before the call, and work enqueued after
+//   the call sees its result. When the call returns is the backend's (the
+//   local backend returns when done; NCCL returns once enqueued).
+// - In place is NCCL's: all-gather send == recv + rank*count,
+//   reduce-scatter recv == send + rank*count, others send == recv.
+// - count == 0 is a valid call that moves nothing.
+// - Errors are values: InvalidArgument for this rank's bad arguments; other
+//   codes when the group fails (mismatched calls, a missing rank, Abort).
+//   After a group failure every later call on every rank fails fast.
+// - bf16/fp16 reductions accumulate in fp32 and round once (local backend;
+//   NCCL reduces in the element type).
+// One communicator is driven by one thread at a time (like an NCCL comm);
+// stats() may be read from any thread.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "memory/stream.h"
+#include "optimizers/dtype.h"
+#include "zero/comm/collective.h"
+#include "zero/comm/comm_stats.h"
+
+namespace zero {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // recv holds world_size * count elements; rank r's send lands at
+  // recv + r * count.
+  absl::Status AllGather(const void* send, void* recv, size_t count, DType dtype, Stream* stream);
+  // send holds world_size * count elements; recv gets the reduction of
+  // every rank's chunk number rank() (count elements).
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                             Stream* stream);
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                         Stream* stream);
+  // Every rank's recv gets root's send; send is read on the root only.
+  absl::Status Broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
+                         Stream* stream);
+  // Work enqueued on `stream` after the barrier starts after every rank's
+  // work enqueued before it.
+  absl::Status Barrier(Stream* stream);
+
+  // Fails the whole group with `reason` (Cancelled if OK): calls waiting on
+  // any rank return it, later calls fail fast. For a rank that hits an error
+  // outside the collectives, so its peers need not wait for a timeout.
+  virtual void Abort(const absl::Status& reason) = 0;
+
+  // Ring-model traffic of this rank's successful calls (see comm_stats.h).
+  CommStats stats() const;
+
+ protected:
+  // Runs one call. `invalid` is OK, or this rank's InvalidArgument from
+  // ValidateCall: the backend returns it and should make the peers fail
+  // rather than hang on the missing rank.
+  virtual absl::Status Execute(const CollectiveCall& call, const void* send, void* recv,
+                               Stream* stream, const absl::Status& invalid) = 0;
+
+ private:
+  absl::Status Run(const CollectiveCall& call, const void* send, void* recv, Stream* stream);
+
+  mutable std::mutex stats_mu_;
+  CommStats stats_;  // guarded by stats_mu_
+};
+
+}  // namespace zero

@@ -1,0 +1,130 @@
+#include "zero/comm/local_rendezvous.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "zero/comm/comm_errors.h"
+
+namespace zero {
+
+LocalRendezvous::LocalRendezvous(int world_size, absl::Duration timeout)
+    : world_size_(world_size),
+      // Beyond a century is forever (and would overflow a chrono deadline).
+      timeout_(timeout > absl::Hours(24 * 365 * 100) ? absl::InfiniteDuration() : timeout),
+      slots_(world_size),
+      present_(world_size, false),
+      positions_(world_size) {}
+
+void LocalRendezvous::PoisonLocked(absl::Status status) {
+  if (!poison_.ok()) return;  // the first error is the cause; keep it
+  poison_ = std::move(status);
+  cv_.notify_all();
+}
+
+void LocalRendezvous::Abort(const absl::Status& reason) {
+  std::lock_guard lock(mu_);
+  PoisonLocked(reason.ok() ? absl::CancelledError("communicator group aborted") : reason);
+}
+
+absl::Status LocalRendezvous::MismatchLocked(uint64_t seq) const {
+  std::vector<std::optional<CollectiveCall>> calls(world_size_);
+  for (int r = 0; r < world_size_; ++r) {
+    if (present_[r]) calls[r] = slots_[r].call;
+  }
+  return MismatchError(seq, calls);
+}
+
+absl::Status LocalRendezvous::TimeoutLocked(uint64_t seq) const {
+  std::vector<int> missing;
+  std::vector<std::string> where(world_size_);
+  for (int r = 0; r < world_size_; ++r) {
+    const Position& p = positions_[r];
+    if (present_[r]) {
+      where[r] = absl::StrFormat("waiting in #%d %s", seq, slots_[r].call.ToString());
+      continue;
+    }
+    missing.push_back(r);
+    where[r] = p.seq == 0 ? std::string("has called no collective")
+                          : absl::StrFormat("last called #%d %s (%s)", p.seq, p.call->ToString(),
+                                            p.inside ? "still inside" : "returned");
+  }
+  return absl::DeadlineExceededError(
+      absl::StrFormat("collective #%d timed out after %s waiting for %s: %s", seq,
+                      absl::FormatDuration(timeout_), RankList(missing), GroupRanks(where)));
+}
+
+absl::Status LocalRendezvous::CheckArrivalLocked(int rank, uint64_t seq,
+                                                 const absl::Status& invalid) {
+  if (!invalid.ok()) {  // the rank gets its own error, the group a pointer to it
+    PoisonLocked(absl::FailedPreconditionError(
+        absl::StrFormat("collective #%d failed on rank %d: %s", seq, rank, invalid.message())));
+    return invalid;
+  }
+  if (!poison_.ok()) return poison_;
+  if (seq != exited_ + 1) {  // ranks move in lockstep; anything else is a bug
+    PoisonLocked(absl::InternalError(absl::StrFormat(
+        "rank %d arrived at collective #%d while the group is at #%d", rank, seq, exited_ + 1)));
+    return poison_;
+  }
+  return absl::OkStatus();
+}
+
+bool LocalRendezvous::CallsAgreeLocked() const {
+  for (int r = 0; r < world_size_; ++r) {
+    if (present_[r] && !(slots_[r].call == slots_[first_].call)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint64_t seq,
+                                                                  const Arrival& mine,
+                                                                  const absl::Status& invalid) {
+  std::unique_lock lock(mu_);
+  positions_[rank] = {.seq = seq, .call = mine.call, .inside = true};
+  if (absl::Status status = CheckArrivalLocked(rank, seq, invalid); !status.ok()) {
+    positions_[rank].inside = false;
+    return status;
+  }
+  slots_[rank] = mine;
+  present_[rank] = true;
+  if (first_ < 0) first_ = rank;
+  auto ready = [&] { return entered_ >= seq || !poison_.ok(); };
+  if (++arrived_ == world_size_) {
+    // Compared once all are here, so the message names every rank's call.
+    if (CallsAgreeLocked()) {
+      entered_ = seq;
+      cv_.notify_all();
+    } else {
+      PoisonLocked(MismatchLocked(seq));
+    }
+  } else if (timeout_ == absl::InfiniteDuration()) {
+    cv_.wait(lock, ready);
+  } else if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout_), ready)) {
+    // Calls that already differ are the likelier cause than the late rank.
+    PoisonLocked(CallsAgreeLocked() ? TimeoutLocked(seq) : MismatchLocked(seq));
+  }
+  // Once every rank arrived the collective runs, even if the group was
+  // poisoned meanwhile: the peers are already reading this rank's buffers.
+  if (entered_ >= seq) return absl::Span<const Arrival>(slots_);
+  positions_[rank].inside = false;
+  return poison_;
+}
+
+void LocalRendezvous::Depart(int rank, uint64_t seq) {
+  std::unique_lock lock(mu_);
+  if (++departed_ == world_size_) {
+    departed_ = 0;
+    arrived_ = 0;
+    first_ = -1;
+    std::fill(present_.begin(), present_.end(), false);
+    exited_ = seq;
+    cv_.notify_all();
+  } else {
+    cv_.wait(lock, [&] { return exited_ >= seq; });
+  }
+  positions_[rank].inside = false;
+}
+
+}  // namespace zero

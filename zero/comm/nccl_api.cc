@@ -1,0 +1,95 @@
+#include "zero/comm/nccl_api.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace zero::nccl {
+namespace {
+
+constexpr int kMinVersion = 21000;  // 2.10.0
+
+template <class Fn>
+bool Resolve(void* library, const char* name, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(dlsym(library, name));
+  return *fn != nullptr;
+}
+
+absl::StatusOr<NcclApi> Load() {
+  const char* env = std::getenv("ZERO_NCCL_LIBRARY");
+  const std::string path = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    return absl::UnavailableError(
+        absl::StrFormat("NCCL is not available: %s", why != nullptr ? why : path));
+  }
+  NcclApi api;
+  const bool ok = Resolve(library, "ncclGetVersion", &api.GetVersion) &&
+                  Resolve(library, "ncclGetUniqueId", &api.GetUniqueId) &&
+                  Resolve(library, "ncclCommInitRank", &api.CommInitRank) &&
+                  Resolve(library, "ncclCommInitAll", &api.CommInitAll) &&
+                  Resolve(library, "ncclCommDestroy", &api.CommDestroy) &&
+                  Resolve(library, "ncclAllGather", &api.AllGather) &&
+                  Resolve(library, "ncclReduceScatter", &api.ReduceScatter) &&
+                  Resolve(library, "ncclAllReduce", &api.AllReduce) &&
+                  Resolve(library, "ncclBroadcast", &api.Broadcast) &&
+                  Resolve(library, "ncclGroupStart", &api.GroupStart) &&
+                  Resolve(library, "ncclGroupEnd", &api.GroupEnd) &&
+                  Resolve(library, "ncclGetErrorString", &api.GetErrorString);
+  if (!ok) {
+    const std::string why = dlerror();
+    dlclose(library);
+    return absl::UnavailableError(
+        absl::StrFormat("%s lacks a required NCCL symbol: %s", path, why));
+  }
+  Resolve(library, "ncclCommAbort", &api.CommAbort);
+  Resolve(library, "ncclCommGetAsyncError", &api.CommGetAsyncError);
+  if (api.GetVersion(&api.version) != ncclSuccess || api.version < kMinVersion) {
+    dlclose(library);
+    return absl::UnavailableError(
+        absl::StrFormat("%s is NCCL version code %d; need 2.10 or newer", path, api.version));
+  }
+  return api;  // the library stays loaded for the life of the process
+}
+
+}  // namespace
+
+absl::StatusOr<const NcclApi*> GetNcclApi() {
+  static const absl::StatusOr<NcclApi> api = Load();
+  if (!api.ok()) return api.status();
+  return &*api;
+}
+
+absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* what) {
+  if (result == ncclSuccess) return absl::OkStatus();
+  const std::string message =
+      absl::StrFormat("%s: %s (%d)", what, api.GetErrorString(result), static_cast<int>(result));
+  if (result == ncclInvalidArgument || result == ncclInvalidUsage) {
+    return absl::InvalidArgumentError(message);
+  }
+  return absl::InternalError(message);
+}
+
+ncclDataType_t ToNccl(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t ToNccl(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  return ncclSum;
+}
+
+}  // namespace zero::nccl

@@ -1,0 +1,141 @@
+// Stage 3: parameters live as this rank's pieces; Fetch gathers a module's
+// units on demand (and prefetches along the order recorded in the first
+// step), Release frees them unless they are persistent or reused soon.
+#include "absl/strings/str_format.h"
+#include "memory/status_macros.h"
+#include "zero/engine.h"
+
+namespace zero {
+
+absl::Status Engine::InitStage3() {
+  int modules = 0;
+  for (const ParamSlot& p : layout_.params()) modules = std::max(modules, p.module + 1);
+  module_units_.assign(modules, {});
+  fetch_count_.assign(modules, 0);
+  // Below stage 3 a unit may hold several modules: map each module to the
+  // units its parameters are in.
+  for (const ParamSlot& p : layout_.params()) {
+    std::vector<int>& units = module_units_[p.module];
+    if (units.empty() || units.back() != p.unit) units.push_back(p.unit);
+  }
+  if (config_.stage < 3) return absl::OkStatus();
+  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
+    const Unit& unit = layout_.units()[u];
+    if (unit.numel >= config_.persistence_threshold) continue;
+    // Small units stay whole; zeros until SetParam fills them.
+    units_[u].persistent = true;
+    ASSIGN_OR_RETURN(units_[u].gathered, Buffer::Allocate(pool_, unit.padded * sizeof(float),
+                                                          Tag::kCommunication, stream_));
+    if (has_bytes()) RETURN_IF_ERROR(stream_->Fill(units_[u].gathered.data(), 0, unit.padded * 4));
+    live_elements_ += unit.padded;
+  }
+  return stream_->Synchronize();
+}
+
+float* Engine::param_data(int unit) {
+  if (config_.stage < 3) return params_full() + layout_.units()[unit].offset;
+  return units_[unit].gathered.data<float>();
+}
+
+absl::Status Engine::Fetch(int module) {
+  if (module < 0 || module >= static_cast<int>(module_units_.size()) ||
+      module_units_[module].empty()) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: Fetch of module %d, which has no registered parameters", rank_, module)));
+  }
+  ++fetch_count_[module];
+  if (config_.stage < 3) return absl::OkStatus();
+  trace_.push_back(module);
+  for (int u : module_units_[module]) {
+    if (!units_[u].gathered) {
+      if (absl::Status s = GatherUnit(u); !s.ok()) return Fail(s);
+    }
+  }
+  if (absl::Status s = Prefetch(); !s.ok()) return Fail(s);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::GatherUnit(int unit) {
+  const Unit& u = layout_.units()[unit];
+  Buffer& gathered = units_[unit].gathered;
+  if (!gathered) {
+    ASSIGN_OR_RETURN(gathered, Buffer::Allocate(pool_, u.padded * sizeof(float),
+                                                Tag::kCommunication, stream_));
+    live_elements_ += u.padded;
+  }
+  return comm_->AllGather(params_.data<float>() + u.shard_offset, gathered.data(), u.shard,
+                          DType::kF32, stream_);
+}
+
+// Gathers the units of the modules the recorded order says come next, up
+// to prefetch_elements ahead and never past max_live_elements. Every rank
+// follows the same order, so the extra collectives line up.
+absl::Status Engine::Prefetch() {
+  size_t budget = config_.prefetch_elements;
+  for (size_t i = trace_.size(); i < order_.size(); ++i) {
+    for (int u : module_units_[order_[i]]) {
+      if (units_[u].gathered) continue;
+      const size_t padded = layout_.units()[u].padded;
+      if (padded > budget || live_elements_ + padded > config_.max_live_elements) {
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(GatherUnit(u));
+      budget -= padded;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Release(int module) {
+  if (module < 0 || module >= static_cast<int>(module_units_.size()) ||
+      fetch_count_[module] == 0) {
+    return Fail(absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: Release of module %d, which is not fetched", rank_, module)));
+  }
+  if (--fetch_count_[module] > 0 || config_.stage < 3 || ReusedSoon(module)) {
+    return absl::OkStatus();
+  }
+  for (int u : module_units_[module]) {
+    if (units_[u].persistent || !units_[u].gathered) continue;
+    units_[u].gathered.Reset();
+    live_elements_ -= layout_.units()[u].padded;
+  }
+  return absl::OkStatus();
+}
+
+bool Engine::ReusedSoon(int module) const {
+  const size_t end = std::min(order_.size(), trace_.size() + config_.max_reuse_distance);
+  for (size_t i = trace_.size(); i < end; ++i) {
+    if (order_[i] == module) return true;
+  }
+  return false;
+}
+
+// After the update: the first step's order becomes the prefetch plan (once
+// every rank agrees on it), gathered copies are stale and go, persistent
+// units are gathered afresh.
+absl::Status Engine::FinishStepStage3() {
+  for (int m = 0; m < static_cast<int>(fetch_count_.size()); ++m) {
+    if (fetch_count_[m] > 0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "rank %d: Step while module %d is still fetched (Release it first)", rank_, m));
+    }
+  }
+  if (order_.empty()) {
+    RETURN_IF_ERROR(CheckAgreement(Fnv1a(trace_.data(), trace_.size() * sizeof(int)),
+                                   "the order of module fetches in the first step"));
+    order_ = trace_;
+  }
+  trace_.clear();
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    if (units_[u].persistent) {
+      RETURN_IF_ERROR(GatherUnit(u));
+    } else if (units_[u].gathered) {
+      units_[u].gathered.Reset();
+      live_elements_ -= layout_.units()[u].padded;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zero
