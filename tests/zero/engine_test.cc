@@ -73,6 +73,51 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(size_t{500'000'000}, size_t{300})),
     CaseName);
 
+// Stage 3 with parameters really gathered on demand: no persistence, with
+// and without prefetch, with modules kept for reuse.
+struct Stage3Knobs {
+  const char* name;
+  size_t persistence_threshold, prefetch_elements;
+  int max_reuse_distance;
+};
+constexpr Stage3Knobs kStage3Knobs[] = {
+    {"ondemand", 0, 0, 0}, {"prefetch", 0, 100'000, 0}, {"persistent_and_reuse", 200, 5'000, 3}};
+
+class Stage3MatchesReference
+    : public ::testing::TestWithParam<std::tuple<Stage3Knobs, int, int>> {};
+
+TEST_P(Stage3MatchesReference, BitForBit) {
+  const auto& [knobs, world, gas] = GetParam();
+  std::unique_ptr<Model> model = TestModel("transformer");
+  TrainingRun run;
+  run.world = world;
+  run.config.stage = 3;
+  run.config.gradient_accumulation_steps = gas;
+  run.config.bucket_elements = 400;
+  run.config.persistence_threshold = knobs.persistence_threshold;
+  run.config.prefetch_elements = knobs.prefetch_elements;
+  run.config.max_reuse_distance = knobs.max_reuse_distance;
+  absl::StatusOr<ParamSet> expected = TrainReference(*model, run, AdamW());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(ranks[r].status.ok()) << "rank " << r << ": " << ranks[r].status;
+    ExpectBitIdentical(*expected, ranks[r].params, "rank " + std::to_string(r));
+  }
+}
+
+std::string Stage3Name(const ::testing::TestParamInfo<std::tuple<Stage3Knobs, int, int>>& info) {
+  const auto& [knobs, world, gas] = info.param;
+  return std::string(knobs.name) + "_ranks" + std::to_string(world) + "_micro" +
+         std::to_string(gas);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, Stage3MatchesReference,
+                         ::testing::Combine(::testing::ValuesIn(kStage3Knobs),
+                                            ::testing::Values(1, 2, 4, 8),
+                                            ::testing::Values(1, 3)),
+                         Stage3Name);
+
 TEST(EngineOptimizers, SgdWithNesterovMatchesToo) {
   std::unique_ptr<Model> model = TestModel("mlp");
   OptimizerFactory sgd = [] {
