@@ -1,9 +1,11 @@
 // Measured model-state bytes and communication volume against the ZeRO
 // paper's figures, read from the pool's and communicator's own counters.
+#include <algorithm>
 #include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "memory/status_macros.h"
 #include "optimizers/adam.h"
 #include "tests/zero/training.h"
 #include "zero/comm/local_communicator.h"
@@ -24,11 +26,33 @@ struct Measured {
   size_t params, grads, optimizer;
   double sent;  // elements per rank per step
   Layout layout;
+  size_t peak_live = 0;  // gathered elements (stage 3)
 };
+
+// One step as a training loop runs it: modules fetched in forward order,
+// then in reverse for backward, where each module's gradients are handed
+// over. Returns the most elements gathered at once.
+absl::StatusOr<size_t> OneStep(Engine& engine) {
+  size_t peak = 0;
+  const auto specs = MetaModel::Specs();
+  for (int m = 0; m < 3; ++m) {
+    RETURN_IF_ERROR(engine.Fetch(m));
+    peak = std::max(peak, engine.live_gathered_elements());
+    RETURN_IF_ERROR(engine.Release(m));
+  }
+  for (int m = 2; m >= 0; --m) {
+    RETURN_IF_ERROR(engine.Fetch(m));
+    peak = std::max(peak, engine.live_gathered_elements());
+    RETURN_IF_ERROR(engine.AddGrad(m, nullptr, specs[m].numel));
+    RETURN_IF_ERROR(engine.Release(m));
+  }
+  RETURN_IF_ERROR(engine.Step());
+  return peak;
+}
 
 // Creates every rank's engine on meta devices, runs one step with all
 // gradients, and reads rank 0's counters.
-Measured Measure(int stage, int world) {
+Measured Measure(int stage, int world, size_t max_live = 1'000'000'000) {
   auto devices = *DeviceSystem::Create({DeviceSpec::Kind::kMeta, world, size_t{64} << 30});
   LocalGroup::Options options;
   options.has_bytes = false;
@@ -37,6 +61,10 @@ Measured Measure(int stage, int world) {
   EngineConfig config;
   config.stage = stage;
   config.bucket_elements = 250'000;
+  config.persistence_threshold = 0;
+  config.prefetch_elements = 1'000'000;
+  config.max_live_elements = max_live;
+  std::vector<size_t> peak(world);
   std::vector<std::unique_ptr<Engine>> engines(world);
   std::vector<std::thread> threads;
   std::vector<absl::Status> status(world);
@@ -45,10 +73,10 @@ Measured Measure(int stage, int world) {
       auto engine = Engine::Create(config, MetaModel::Specs(), adam.get(), comms[r].get(),
                                    devices.get(), r);
       if (!engine.ok()) { status[r] = engine.status(); return; }
-      for (int id = 2; id >= 0 && status[r].ok(); --id) {
-        status[r] = (*engine)->AddGrad(id, nullptr, MetaModel::Specs()[id].numel);
-      }
-      if (status[r].ok()) status[r] = (*engine)->Step();
+      absl::StatusOr<size_t> live = OneStep(**engine);
+      if (live.ok()) live = OneStep(**engine);  // the second step prefetches
+      status[r] = live.status();
+      peak[r] = live.value_or(0);
       engines[r] = *std::move(engine);
     });
   }
@@ -57,41 +85,55 @@ Measured Measure(int stage, int world) {
   const EngineStats s = engines[0]->stats();
   return Measured{s.pool.tag(Tag::kParameters).current, s.pool.tag(Tag::kGradients).current,
                   s.pool.tag(Tag::kOptimizerState).current,
-                  static_cast<double>(s.comm.Total().elements_sent), engines[0]->layout()};
+                  static_cast<double>(s.comm.Total().elements_sent) / 2, engines[0]->layout(),
+                  peak[0]};
 }
 
 class ModelStates : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-// fp32 Adam: stage 0 16Ψ, stage 1 8Ψ + 8Ψ/N, stage 2 4Ψ + 12Ψ/N bytes.
+// fp32 Adam: stage 0 16Ψ, stage 1 8Ψ + 8Ψ/N, stage 2 4Ψ + 12Ψ/N, stage 3
+// 16Ψ/N bytes (and at stage 3 the gathered parameters, counted apart).
 TEST_P(ModelStates, MatchTheFormulasUpToPadding) {
   const auto [stage, world] = GetParam();
   const Measured m = Measure(stage, world);
   const double full = 4.0 * m.layout.padded_numel();  // one fp32 copy, padded
   const double shard = full / world;
-  EXPECT_EQ(m.params, full);
-  EXPECT_EQ(m.grads, stage == 2 ? shard : full);
+  EXPECT_EQ(m.params, stage == 3 ? shard : full);
+  EXPECT_EQ(m.grads, stage >= 2 ? shard : full);
   EXPECT_EQ(m.optimizer, stage == 0 ? 2 * full : 2 * shard);
   const double psi = MetaModel::kPsi, n = world;
-  const double formula = stage == 0 ? 16 * psi : stage == 1 ? 8 * psi + 8 * psi / n
-                                                            : 4 * psi + 12 * psi / n;
+  const double formulas[] = {16 * psi, 8 * psi + 8 * psi / n, 4 * psi + 12 * psi / n,
+                             16 * psi / n};
+  const double formula = formulas[stage];
   const double total = m.params + m.grads + m.optimizer;
   EXPECT_GE(total, formula);
   // Padding: at most world * 16 elements per unit (4 units here).
   EXPECT_LE(total - formula, 16.0 * 4 * world * 16 * 4) << "stage " << stage;
 }
 
-// Ring traffic: all-reduce, or reduce-scatter + all-gather, 2(N-1)/N Ψ.
-TEST_P(ModelStates, SendAboutTwoPsiPerStep) {
+// Ring traffic: all-reduce, or reduce-scatter + all-gather, 2(N-1)/N Ψ;
+// stage 3 gathers once more (forward and backward): 3(N-1)/N Ψ.
+TEST_P(ModelStates, SendAboutTwoPsiPerStepThreeAtStageThree) {
   const auto [stage, world] = GetParam();
   const Measured m = Measure(stage, world);
-  const double expected = 2.0 * (world - 1) / world * m.layout.padded_numel();
+  const double factor = stage == 3 ? 3.0 : 2.0;
+  const double expected = factor * (world - 1) / world * m.layout.padded_numel();
   EXPECT_DOUBLE_EQ(m.sent, expected);
-  if (world == 8) EXPECT_NEAR(m.sent / MetaModel::kPsi, 2.0 * 7 / 8, 0.01);
+  if (world == 8) EXPECT_NEAR(m.sent / MetaModel::kPsi, factor * 7 / 8, 0.01);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ModelStates,
-                         ::testing::Combine(::testing::Values(0, 1, 2),
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(1, 2, 4, 8)));
+
+TEST(EngineMemory, StageThreeGatheredParametersStayWithinTheBudget) {
+  // The largest module is 600,001 elements (one unit of 250,000 and more);
+  // a budget that fits it but not two modules stops the prefetch early.
+  const size_t budget = 700'000;
+  const Measured m = Measure(3, 8, budget);
+  EXPECT_GT(m.peak_live, 0u);
+  EXPECT_LE(m.peak_live, budget);
+}
 
 TEST(EngineMemory, StageTwoReleasesUnownedGradientsBucketByBucket) {
   std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
