@@ -35,13 +35,18 @@ std::vector<absl::Status> RunRanks(int world, const RankFn& fn) {
   return status;
 }
 
+EngineConfig Stage2() {
+  EngineConfig config;
+  config.stage = 2;
+  config.bucket_elements = 60;
+  return config;
+}
+
 class EngineErrors : public ::testing::Test {
  protected:
   absl::StatusOr<std::unique_ptr<Engine>> Create(Communicator* comm, DeviceSystem* devices,
                                                  int rank, std::vector<ParamSpec> specs = Specs(),
-                                                 EngineConfig config = {}) {
-    config.stage = 2;
-    config.bucket_elements = 60;
+                                                 EngineConfig config = Stage2()) {
     return Engine::Create(config, std::move(specs), adam_.get(), comm, devices, rank);
   }
   // All gradients of one micro-batch, in reverse order.
@@ -143,6 +148,51 @@ TEST_F(EngineErrors, RanksDisagreeOnTheSequenceOfCollectives) {
   for (const absl::Status& s : status) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("differs"));
+  }
+}
+
+TEST_F(EngineErrors, StageThreeFetchAndReleaseMisuse) {
+  EngineConfig config = Stage2();
+  config.stage = 3;
+  config.persistence_threshold = 0;
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r, Specs(), config));
+    EXPECT_EQ(engine->param(0).status().code(), absl::StatusCode::kFailedPrecondition)
+        << "not fetched";
+    return r == 0 ? engine->Fetch(9) : engine->Release(1);
+  });
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status[0].message()), HasSubstr("module 9"));
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status[1].message()), HasSubstr("not fetched"));
+}
+
+// Modules of equal size fetched in another order on one rank: every
+// collective matches, so only the recorded order can tell.
+TEST_F(EngineErrors, StageThreeFetchOrderDiffersBetweenRanks) {
+  EngineConfig config;
+  config.stage = 3;
+  config.persistence_threshold = 0;
+  const std::vector<ParamSpec> specs = {{"x", 64, 0}, {"y", 64, 1}};
+  auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    config.bucket_elements = 64;
+    ASSIGN_OR_RETURN(auto engine, Engine::Create(config, specs, adam_.get(), comm, d, r));
+    std::vector<float> g(64, 1.0f);
+    const int first = r == 2 ? 1 : 0;
+    for (int m : {first, 1 - first}) {
+      RETURN_IF_ERROR(engine->Fetch(m));
+      RETURN_IF_ERROR(engine->Release(m));
+    }
+    for (int m : {1, 0}) {
+      RETURN_IF_ERROR(engine->Fetch(m));
+      RETURN_IF_ERROR(engine->AddGrad(m, g));
+      RETURN_IF_ERROR(engine->Release(m));
+    }
+    return engine->Step();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("order of module fetches"));
   }
 }
 
