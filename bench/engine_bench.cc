@@ -1,7 +1,10 @@
-// Engine step time at stages 1 and 2 as a ratio to stage 0 (plain data
-// parallel), 8 ranks on the local backend over host devices, same synthetic
-// transformer, one run; plus elements and bytes each rank sends per step.
+// Engine step time at stages 1, 2 and 3 (with and without prefetch) as a
+// ratio to stage 0 (plain data parallel), 8 ranks on the local backend over
+// host devices, same synthetic transformer, one run; plus elements and bytes
+// each rank sends per step and, at stage 3, the peak of gathered elements
+// against the live budget.
 //   bazel run -c opt //bench:engine_bench
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -43,7 +46,9 @@ struct Cluster {
   std::vector<float> grad;  // the same synthetic gradient for every parameter
 };
 
-std::unique_ptr<Cluster> MakeCluster(int stage) {
+constexpr size_t kLiveBudget = 2'000'000;  // elements: about 2.5 of the 4 layers
+
+std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch) {
   auto c = std::make_unique<Cluster>();
   c->devices = *DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30});
   c->comms = *LocalGroup::Create(kRanks);
@@ -52,6 +57,9 @@ std::unique_ptr<Cluster> MakeCluster(int stage) {
   EngineConfig config;
   config.stage = stage;
   config.bucket_elements = 1'000'000;
+  config.persistence_threshold = 10'000;  // biases stay whole
+  config.prefetch_elements = prefetch ? 1'000'000 : 0;
+  config.max_live_elements = kLiveBudget;
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
@@ -67,38 +75,59 @@ std::unique_ptr<Cluster> MakeCluster(int stage) {
   return c;
 }
 
-// One training step on every rank: gradients in reverse order, then Step.
-void RunStep(Cluster& c) {
+// One training step on every rank, as a loop runs it: layers fetched in
+// order for forward, in reverse for backward, where gradients are handed
+// over. Returns rank 0's peak of gathered elements.
+size_t RunStep(Cluster& c) {
   std::vector<std::thread> threads;
+  std::vector<size_t> peak(kRanks, 0);
   for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&c, r] {
+    threads.emplace_back([&c, &peak, r] {
       Engine& e = *c.engines[r];
-      for (int id = static_cast<int>(e.layout().params().size()) - 1; id >= 0; --id) {
-        (void)e.AddGrad(id, c.grad.data(), e.layout().params()[id].numel);
+      const auto& params = e.layout().params();
+      for (int m = 0; m < 4; ++m) {
+        (void)e.Fetch(m);
+        peak[r] = std::max(peak[r], e.live_gathered_elements());
+        (void)e.Release(m);
+      }
+      for (int id = static_cast<int>(params.size()) - 1; id >= 0; --id) {
+        const bool first_of_module = id == static_cast<int>(params.size()) - 1 ||
+                                     params[id + 1].module != params[id].module;
+        if (first_of_module) (void)e.Fetch(params[id].module);
+        peak[r] = std::max(peak[r], e.live_gathered_elements());
+        (void)e.AddGrad(id, c.grad.data(), params[id].numel);
+        if (id == 0 || params[id - 1].module != params[id].module) (void)e.Release(params[id].module);
       }
       (void)e.Step();
     });
   }
   for (auto& t : threads) t.join();
+  return peak[0];
 }
 
 void BM_EngineStep(benchmark::State& state) {
-  auto cluster = MakeCluster(static_cast<int>(state.range(0)));
-  RunStep(*cluster);  // warm: first touches of every buffer
+  auto cluster = MakeCluster(static_cast<int>(state.range(0)), state.range(1) != 0);
+  RunStep(*cluster);  // warm: first touches, and stage 3 records its order
   const uint64_t sent_before = cluster->engines[0]->stats().comm.Total().elements_sent;
   const uint64_t bytes_before = cluster->engines[0]->stats().comm.Total().bytes_sent;
   int64_t steps = 0;
+  size_t peak = 0;
   for (auto _ : state) {
-    RunStep(*cluster);
+    peak = std::max(peak, RunStep(*cluster));
     ++steps;
   }
+  state.counters["peak_gathered_per_budget"] = static_cast<double>(peak) / kLiveBudget;
   const auto total = cluster->engines[0]->stats().comm.Total();
   const double psi = static_cast<double>(cluster->engines[0]->layout().numel());
   state.counters["sent_elems_per_psi"] = (total.elements_sent - sent_before) / (steps * psi);
   state.counters["sent_MB_per_step"] = (total.bytes_sent - bytes_before) / (steps * 1e6);
 }
 
-BENCHMARK(BM_EngineStep)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EngineStep)
+    ->ArgsProduct({{0, 1, 2, 3}, {1}})
+    ->Args({3, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace zero
@@ -107,11 +136,14 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   zero::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  const double base = reporter.seconds("BM_EngineStep/0/real_time");
+  const double base = reporter.seconds("BM_EngineStep/0/1/real_time");
   std::printf("\nstep time relative to stage 0 (8 ranks, local backend, same model):\n");
-  for (int stage : {1, 2}) {
-    const double t = reporter.seconds("BM_EngineStep/" + std::to_string(stage) + "/real_time");
-    if (base > 0 && t > 0) std::printf("  stage %d / stage 0 = %.2f\n", stage, t / base);
+  for (const char* run : {"1/1", "2/1", "3/1", "3/0"}) {
+    const double t = reporter.seconds(std::string("BM_EngineStep/") + run + "/real_time");
+    if (base > 0 && t > 0) {
+      std::printf("  stage %c%s / stage 0 = %.2f\n", run[0],
+                  run[2] == '0' ? " without prefetch" : "", t / base);
+    }
   }
   return 0;
 }
