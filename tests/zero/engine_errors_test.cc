@@ -173,9 +173,9 @@ TEST_F(EngineErrors, StageThreeFetchOrderDiffersBetweenRanks) {
   EngineConfig config;
   config.stage = 3;
   config.persistence_threshold = 0;
+  config.bucket_elements = 64;
   const std::vector<ParamSpec> specs = {{"x", 64, 0}, {"y", 64, 1}};
   auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
-    config.bucket_elements = 64;
     ASSIGN_OR_RETURN(auto engine, Engine::Create(config, specs, adam_.get(), comm, d, r));
     std::vector<float> g(64, 1.0f);
     const int first = r == 2 ? 1 : 0;
