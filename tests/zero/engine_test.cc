@@ -34,6 +34,22 @@ void ExpectBitIdentical(const ParamSet& expected, const ParamSet& actual, const 
   }
 }
 
+// Trains under the engine and alone; every rank must hold the reference's
+// parameters exactly, and they must have moved (the model really trained).
+void ExpectEngineMatchesReference(const Model& model, const TrainingRun& run,
+                                  const OptimizerFactory& optimizer) {
+  absl::StatusOr<ParamSet> expected = TrainReference(model, run, optimizer);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  std::vector<RankResult> ranks = TrainWithEngine(model, run, optimizer);
+  for (int r = 0; r < run.world; ++r) {
+    ASSERT_TRUE(ranks[r].status.ok()) << "rank " << r << ": " << ranks[r].status;
+    ExpectBitIdentical(*expected, ranks[r].params, "rank " + std::to_string(r));
+  }
+  absl::StatusOr<ParamSet> initial = InitialParams(model, run.seed);
+  EXPECT_NE(std::memcmp((*initial)[0].data(), ranks[0].params[0].data(), 4 * (*initial)[0].size()),
+            0);
+}
+
 // model, stage, ranks, micro-batches per step, bucket elements
 using Case = std::tuple<std::string, int, int, int, size_t>;
 
@@ -48,16 +64,7 @@ TEST_P(StagesMatchReference, BitForBit) {
   run.config.stage = stage;
   run.config.gradient_accumulation_steps = gas;
   run.config.bucket_elements = bucket;
-  absl::StatusOr<ParamSet> expected = TrainReference(*model, run, AdamW());
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(ranks[r].status.ok()) << "rank " << r << ": " << ranks[r].status;
-    ExpectBitIdentical(*expected, ranks[r].params, "rank " + std::to_string(r));
-  }
-  // The model really trained: parameters moved away from the start.
-  absl::StatusOr<ParamSet> initial = InitialParams(*model, run.seed);
-  EXPECT_NE(std::memcmp((*initial)[0].data(), ranks[0].params[0].data(), 4 * (*initial)[0].size()), 0);
+  ExpectEngineMatchesReference(*model, run, AdamW());
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -97,13 +104,7 @@ TEST_P(Stage3MatchesReference, BitForBit) {
   run.config.persistence_threshold = knobs.persistence_threshold;
   run.config.prefetch_elements = knobs.prefetch_elements;
   run.config.max_reuse_distance = knobs.max_reuse_distance;
-  absl::StatusOr<ParamSet> expected = TrainReference(*model, run, AdamW());
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(ranks[r].status.ok()) << "rank " << r << ": " << ranks[r].status;
-    ExpectBitIdentical(*expected, ranks[r].params, "rank " + std::to_string(r));
-  }
+  ExpectEngineMatchesReference(*model, run, AdamW());
 }
 
 std::string Stage3Name(const ::testing::TestParamInfo<std::tuple<Stage3Knobs, int, int>>& info) {
@@ -131,13 +132,7 @@ TEST(EngineOptimizers, SgdWithNesterovMatchesToo) {
   run.world = 4;
   run.config.stage = 2;
   run.config.bucket_elements = 200;
-  absl::StatusOr<ParamSet> expected = TrainReference(*model, run, sgd);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  std::vector<RankResult> ranks = TrainWithEngine(*model, run, sgd);
-  for (int r = 0; r < run.world; ++r) {
-    ASSERT_TRUE(ranks[r].status.ok()) << ranks[r].status;
-    ExpectBitIdentical(*expected, ranks[r].params, "rank " + std::to_string(r));
-  }
+  ExpectEngineMatchesReference(*model, run, sgd);
 }
 
 }  // namespace
