@@ -1,0 +1,27 @@
+// Built with -mavx2 -mf16c; runs only where IsSupported(CpuIsa::kAvx2).
+
+// Bit-identical results across SIMD levels need every mul and add rounded on
+// its own. BUILD passes -ffp-contract=off; this keeps it so for any build.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "optimizers/cpu/kernel_table.h"
+
+#if defined(__AVX2__) && defined(__F16C__)
+#include "optimizers/cpu/kernels_impl.h"
+#include "optimizers/cpu/ops_avx2.h"
+#endif
+
+namespace zero::cpu {
+
+const KernelTable& Avx2Kernels() {
+#if defined(__AVX2__) && defined(__F16C__)
+  static const KernelTable table = MakeKernelTable<avx2::Ops>();
+  return table;
+#else
+  return ScalarKernels();  // not an x86 build: isa.cc never selects this level
+#endif
+}
+
+}  // namespace zero::cpu

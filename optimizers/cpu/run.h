@@ -1,0 +1,24 @@
+// Runs an update rule over a whole StepArgs on the CPU: the active SIMD level
+// (cpu/isa.h), all threads of the pool (parallel.h). Arguments must already be
+// validated (ValidateStepArgs). Blocks until done.
+#pragma once
+
+#include <cstddef>
+
+#include "optimizers/adam_rule.h"
+#include "optimizers/dtype.h"
+#include "optimizers/optimizer.h"
+#include "optimizers/sgd_rule.h"
+
+namespace zero::cpu {
+
+void RunAdam(const AdamScalars& scalars, const StepArgs& args);
+// `momentum` picks the rule with one state buffer (args.state[0]).
+void RunSgd(const SgdScalars& scalars, bool momentum, const StepArgs& args);
+// The bandwidth ceiling (touch_rule.h): args.state holds two buffers.
+void RunTouch(const StepArgs& args);
+
+// True when any of the `count` elements at `data` is an infinity or a NaN.
+bool AnyNonFinite(const void* data, DType dtype, size_t count);
+
+}  // namespace zero::cpu

@@ -1,0 +1,90 @@
+#include "optimizers/loss_scaler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "optimizers/cpu/run.h"
+
+namespace zero {
+namespace {
+
+absl::Status ValidateConfig(const LossScalerConfig& c) {
+  if (!(c.min_scale > 0.0 && c.min_scale <= c.initial_scale && std::isfinite(c.initial_scale))) {
+    return absl::InvalidArgumentError(absl::StrCat("need 0 < min_scale (", c.min_scale,
+                                                   ") <= initial_scale (", c.initial_scale, ")"));
+  }
+  if (!(c.growth_factor >= 1.0 && std::isfinite(c.growth_factor))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("growth_factor must be >= 1, got ", c.growth_factor));
+  }
+  if (!(c.backoff_factor > 0.0 && c.backoff_factor <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backoff_factor must be in (0, 1], got ", c.backoff_factor));
+  }
+  if (c.growth_interval < 1 || c.hysteresis < 1) {
+    return absl::InvalidArgumentError("growth_interval and hysteresis must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LossScaler::LossScaler(const LossScalerConfig& config)
+    : config_(config), state_{config.initial_scale, 0, config.hysteresis} {}
+
+absl::StatusOr<LossScaler> LossScaler::Create(const LossScalerConfig& config) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  return LossScaler(config);
+}
+
+// DeepSpeed's update_scale: an overflow first spends hysteresis, then backs
+// off (never below min_scale; the tolerance is not refilled by backing off).
+// growth_interval good steps in a row grow the scale.
+bool LossScaler::Update(bool overflow) {
+  if (overflow) {
+    if (state_.hysteresis_left <= 1) {
+      state_.scale = std::max(state_.scale * config_.backoff_factor, config_.min_scale);
+    } else {
+      --state_.hysteresis_left;
+    }
+    state_.good_steps = 0;
+    return true;
+  }
+  if (config_.consecutive_hysteresis) state_.hysteresis_left = config_.hysteresis;
+  if (++state_.good_steps == config_.growth_interval) {
+    state_.good_steps = 0;
+    state_.hysteresis_left = config_.hysteresis;
+    state_.scale *= config_.growth_factor;
+  }
+  return false;
+}
+
+absl::Status LossScaler::Restore(const State& state) {
+  if (!(state.scale >= config_.min_scale && std::isfinite(state.scale)) || state.good_steps < 0 ||
+      state.good_steps >= config_.growth_interval || state.hysteresis_left < 1 ||
+      state.hysteresis_left > config_.hysteresis) {
+    return absl::InvalidArgumentError("loss scaler state does not fit its config");
+  }
+  state_ = state;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> AnyInfOrNan(const void* data, DType dtype, size_t count) {
+  if (!IsValid(dtype)) return absl::InvalidArgumentError("invalid dtype");
+  if (count == 0) return false;
+  if (data == nullptr) return absl::InvalidArgumentError("data is null");
+  return cpu::AnyNonFinite(data, dtype, count);
+}
+
+bool HasInfOrNan(std::span<const float> x) {
+  return cpu::AnyNonFinite(x.data(), DType::kF32, x.size());
+}
+bool HasInfOrNan(std::span<const bf16> x) {
+  return cpu::AnyNonFinite(x.data(), DType::kBF16, x.size());
+}
+bool HasInfOrNan(std::span<const f16> x) {
+  return cpu::AnyNonFinite(x.data(), DType::kF16, x.size());
+}
+
+}  // namespace zero

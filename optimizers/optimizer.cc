@@ -1,0 +1,39 @@
+#include "optimizers/optimizer.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace zero {
+
+absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers) {
+  const size_t n = args.params.size();
+  if (!IsValid(args.grad_dtype)) return absl::InvalidArgumentError("invalid grad_dtype");
+  if (n > 0 && args.grads == nullptr) return absl::InvalidArgumentError("grads is null");
+  if (args.step < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("step must be >= 1, got ", args.step));
+  }
+  if (!std::isfinite(args.grad_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat("grad_scale is not finite: ", args.grad_scale));
+  }
+  if (args.state.size() != static_cast<size_t>(state_buffers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", state_buffers, " state buffers, got ", args.state.size()));
+  }
+  for (size_t i = 0; i < args.state.size(); ++i) {
+    if (args.state[i].size() != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state buffer ", i, " has ", args.state[i].size(), " elements, params ", n));
+    }
+    if (n > 0 && args.state[i].data() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("state buffer ", i, " is null"));
+    }
+  }
+  if (args.param_copy != nullptr && !IsValid(args.copy_dtype)) {
+    return absl::InvalidArgumentError("invalid copy_dtype");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zero

@@ -1,0 +1,62 @@
+// The interface every element-wise optimizer implements, so that an engine
+// can wrap any of them without knowing which. An update touches each element
+// on its own, so stepping a slice gives bit-identical results to stepping the
+// whole array: shards may be updated anywhere, in any split.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "optimizers/dtype.h"
+
+namespace zero {
+
+// One update of a contiguous slice. Nothing is owned: every pointer is the
+// caller's and must stay valid for the call (for StepCuda, until the stream
+// has run the work). Buffers must not overlap one another.
+struct StepArgs {
+  std::span<float> params;      // fp32 master weights of the slice, updated in place
+  const void* grads = nullptr;  // params.size() elements of grad_dtype
+  DType grad_dtype = DType::kF32;
+  // state_buffers() fp32 buffers, each params.size() long, zero-filled before
+  // step 1 (as torch creates them) and carried from step to step.
+  std::span<const std::span<float>> state;
+  int64_t step = 1;            // 1-based count of this step (bias correction; SGD's first step)
+  float grad_scale = 1.0f;     // gradients are multiplied by this first (1/loss scale, clip coef)
+  void* param_copy = nullptr;  // optional: updated params converted to copy_dtype, same pass
+  DType copy_dtype = DType::kBF16;
+};
+
+// Checks the parts of `args` every optimizer relies on: sizes, dtypes, null
+// pointers, step >= 1, finite grad_scale. InvalidArgument otherwise.
+absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers);
+
+// Hyper-parameters live in the object; the moments live in StepArgs::state,
+// so one object serves any number of slices. Step and StepCuda do not modify
+// the object: concurrent calls on disjoint slices are safe, but not
+// concurrently with set_lr.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  virtual std::string_view name() const = 0;
+  // fp32 buffers per element: Adam 2, SGD with momentum 1, plain SGD 0.
+  virtual int state_buffers() const = 0;
+
+  // Host memory; runs on all CPU threads of the pool (optimizers/parallel.h)
+  // with the best SIMD level (optimizers/cpu/isa.h). Blocks until done.
+  virtual absl::Status Step(const StepArgs& args) = 0;
+  // Device-accessible memory; enqueues one fused kernel on `stream` (a
+  // cudaStream_t; nullptr is the legacy default stream) and returns. Same
+  // arithmetic as Step, bit for bit.
+  virtual absl::Status StepCuda(const StepArgs& args, void* stream) = 0;
+
+  // Learning rate as a double, like torch's Python float: the per-step
+  // constants are derived in double and rounded once, as torch does.
+  virtual absl::Status set_lr(double lr) = 0;
+  virtual double lr() const = 0;
+};
+
+}  // namespace zero
