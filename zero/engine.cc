@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   RETURN_IF_ERROR(engine->CheckAgreement(Fnv1a(settings, sizeof settings),
                                          "the parameter layout or config"));
   RETURN_IF_ERROR(engine->AllocateModelStates());
-  RETURN_IF_ERROR(engine->InitStage3());
+  RETURN_IF_ERROR(engine->InitModules());
   return engine;
 }
 

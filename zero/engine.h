@@ -120,12 +120,11 @@ class Engine {
   absl::Status UpdateUnit(int unit, float grad_scale);
 
   // Stage 3 (engine_stage3.cc).
-  absl::Status InitStage3();
+  absl::Status InitModules();  // module -> units; stage 3: persistent units
   absl::Status GatherUnit(int unit);
   absl::Status Prefetch();
   bool ReusedSoon(int module) const;
   absl::Status FinishStepStage3();
-  absl::Status CheckFetchOrder();
   float* param_data(int unit);  // where a unit's whole values are, or null
 
   float* params_full() const { return params_.data<float>(); }
@@ -143,7 +142,7 @@ class Engine {
 
   Buffer params_;                  // fp32 parameters: whole (stages 0-2) or pieces (3)
   Buffer grads_;                   // stage 0-1: flat gradients, whole
-  Buffer owned_grads_;             // stage 1 (accumulating), 2: this rank's pieces
+  Buffer owned_grads_;             // stage 1 (accumulating), 2-3: this rank's pieces
   std::vector<Buffer> state_;      // optimizer state: whole (stage 0) or pieces
   std::vector<UnitState> units_;
   std::vector<uint8_t> received_;  // per parameter, in this micro-batch

@@ -7,7 +7,7 @@
 
 namespace zero {
 
-absl::Status Engine::InitStage3() {
+absl::Status Engine::InitModules() {
   int modules = 0;
   for (const ParamSlot& p : layout_.params()) modules = std::max(modules, p.module + 1);
   module_units_.assign(modules, {});
