@@ -17,6 +17,9 @@ absl::Status ValidateConfig(const EngineConfig& config) {
   if (config.param_dtype != DType::kF32) {
     return absl::UnimplementedError("mixed precision is not supported yet: use fp32 parameters");
   }
+  if (!(config.max_grad_norm >= 0.0)) {
+    return absl::InvalidArgumentError("max_grad_norm must be >= 0");
+  }
   if (config.max_reuse_distance < 0) {
     return absl::InvalidArgumentError("max_reuse_distance < 0");
   }

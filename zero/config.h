@@ -18,6 +18,8 @@ struct EngineConfig {
   // Parameters are grouped into units of about this size, in order; a unit
   // is reduced as soon as backward has produced all of its gradients.
   size_t bucket_elements = 500'000'000;
+  // Clip gradients to this global L2 norm (of the averaged gradient); 0: off.
+  double max_grad_norm = 0.0;
   // Model parameter and gradient dtype (fp32 master weights either way).
   DType param_dtype = DType::kF32;
 

@@ -163,7 +163,14 @@ absl::Status Engine::Step() {
                     : std::string())));
   }
   ++steps_;
-  const float grad_scale = 1.0f / static_cast<float>(layout_.world_size() * gas);
+  float grad_scale = 1.0f / static_cast<float>(layout_.world_size() * gas);
+  if (config_.max_grad_norm > 0) {
+    absl::StatusOr<double> norm = GlobalGradNorm(grad_scale);
+    if (!norm.ok()) return Fail(norm.status());
+    last_grad_norm_ = *norm;
+    const double coef = config_.max_grad_norm / (*norm + 1e-6);  // torch's clip_grad_norm_
+    if (coef < 1.0) grad_scale = static_cast<float>(grad_scale * coef);
+  }
   for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
     if (absl::Status s = UpdateUnit(u, grad_scale); !s.ok()) return Fail(s);
   }
@@ -212,6 +219,7 @@ absl::Status Engine::ZeroGrad() {
 
 EngineStats Engine::stats() const {
   return EngineStats{.steps = steps_,
+                     .last_grad_norm = last_grad_norm_,
                      .micro_batches = micro_batches_,
                      .pool = pool_->stats(),
                      .comm = comm_->stats()};

@@ -42,6 +42,7 @@ namespace zero {
 
 struct EngineStats {
   int64_t steps = 0;
+  double last_grad_norm = 0;  // when clipping is on
   int micro_batches = 0;  // completed in the current step
   PoolStats pool;         // this rank's device, all tags
   CommStats comm;
@@ -118,6 +119,8 @@ class Engine {
 
   // Update (engine.cc).
   absl::Status UpdateUnit(int unit, float grad_scale);
+  // The averaged gradient's global L2 norm (clip.cc); 0 on meta devices.
+  absl::StatusOr<double> GlobalGradNorm(float grad_scale);
 
   // Stage 3 (engine_stage3.cc).
   absl::Status InitModules();  // module -> units; stage 3: persistent units
@@ -149,6 +152,7 @@ class Engine {
   int next_unit_to_reduce_;        // units reduce from the last to the first
   int micro_batches_ = 0;
   int64_t steps_ = 0;
+  double last_grad_norm_ = 0;
 
   // Stage 3 bookkeeping.
   std::vector<std::vector<int>> module_units_;  // module -> its units

@@ -197,12 +197,16 @@ TEST_F(EngineErrors, StageThreeFetchOrderDiffersBetweenRanks) {
 }
 
 TEST_F(EngineErrors, BadConfig) {
-  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) {
-    EngineConfig config;
-    config.gradient_accumulation_steps = 0;
-    return Engine::Create(config, Specs(), adam_.get(), comm, d, r).status();
-  });
-  for (const absl::Status& s : status) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EngineConfig no_micro_batches, negative_clip, no_stage_four;
+  no_micro_batches.gradient_accumulation_steps = 0;
+  negative_clip.max_grad_norm = -1;
+  no_stage_four.stage = 4;
+  for (const EngineConfig& config : {no_micro_batches, negative_clip, no_stage_four}) {
+    auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) {
+      return Engine::Create(config, Specs(), adam_.get(), comm, d, r).status();
+    });
+    for (const absl::Status& s : status) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

@@ -119,6 +119,41 @@ INSTANTIATE_TEST_SUITE_P(Engine, Stage3MatchesReference,
                                             ::testing::Values(1, 3)),
                          Stage3Name);
 
+// Clipping by global norm: the norm's partial sums follow the ownership of
+// pieces, which is the same at every stage, so all stages agree bit for bit;
+// the reference sums in another order, so it agrees up to rounding.
+TEST(EngineClipping, EveryStageClipsIdentically) {
+  std::unique_ptr<Model> model = TestModel("transformer");
+  TrainingRun run;
+  run.world = 4;
+  run.steps = 10;
+  run.config.bucket_elements = 300;
+  run.config.persistence_threshold = 0;
+  run.config.max_grad_norm = 0.05;
+  absl::StatusOr<ParamSet> reference = TrainReference(*model, run, AdamW());
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ParamSet stage0;
+  for (int stage : {0, 1, 2, 3}) {
+    run.config.stage = stage;
+    std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+    for (const RankResult& r : ranks) {
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_GT(r.stats.last_grad_norm, run.config.max_grad_norm) << "the test must clip";
+      if (stage0.empty()) stage0 = r.params;
+      ExpectBitIdentical(stage0, r.params, "stage " + std::to_string(stage));
+    }
+  }
+  for (size_t i = 0; i < stage0.size(); ++i) {
+    for (size_t j = 0; j < stage0[i].size(); ++j) {
+      ASSERT_NEAR(stage0[i][j], (*reference)[i][j], 1e-5) << "param " << i << "[" << j << "]";
+    }
+  }
+  run.config.max_grad_norm = 0;
+  run.config.stage = 0;
+  ParamSet unclipped = TrainWithEngine(*model, run, AdamW())[0].params;
+  EXPECT_NE(std::memcmp(unclipped[0].data(), stage0[0].data(), 4 * stage0[0].size()), 0);
+}
+
 TEST(EngineOptimizers, SgdWithNesterovMatchesToo) {
   std::unique_ptr<Model> model = TestModel("mlp");
   OptimizerFactory sgd = [] {

@@ -1,5 +1,6 @@
 #include "tests/zero/training.h"
 
+#include <cmath>
 #include <thread>
 
 #include "memory/status_macros.h"
@@ -140,8 +141,8 @@ absl::StatusOr<ParamSet> TrainReference(const Model& model, const TrainingRun& r
   for (ParamSet& s : state) {
     for (const auto& p : params) s.emplace_back(p.size(), 0.0f);
   }
-  const float grad_scale = 1.0f / static_cast<float>(run.world * gas);
   for (int step = 0; step < run.steps; ++step) {
+    float grad_scale = 1.0f / static_cast<float>(run.world * gas);
     ParamSet total;
     for (int micro = 0; micro < gas; ++micro) {
       ParamSet sum;
@@ -152,6 +153,14 @@ absl::StatusOr<ParamSet> TrainReference(const Model& model, const TrainingRun& r
         AddOrTake(sum, std::move(grads), rank == 0);
       }
       AddOrTake(total, std::move(sum), micro == 0);
+    }
+    if (run.config.max_grad_norm > 0) {
+      // Summed in parameter order, not the engine's piece order: equal up
+      // to rounding, not bit for bit.
+      double squares = 0;
+      for (const auto& g : total) for (float x : g) squares += double(x) * double(x);
+      const double coef = run.config.max_grad_norm / (std::sqrt(squares) * grad_scale + 1e-6);
+      if (coef < 1.0) grad_scale = static_cast<float>(grad_scale * coef);
     }
     for (size_t i = 0; i < n; ++i) {
       std::vector<std::span<float>> s;
