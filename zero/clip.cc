@@ -6,6 +6,7 @@
 
 #include "memory/status_macros.h"
 #include "zero/engine.h"
+#include "zero/precision.h"
 
 namespace zero {
 
@@ -13,15 +14,16 @@ absl::StatusOr<double> Engine::GlobalGradNorm(float grad_scale) {
   const int n = layout_.world_size();
   if (!has_bytes()) return 0.0;
   if (devices_->kind() == DeviceKind::kCuda) {
-    return absl::UnimplementedError("gradient clipping on cards is not implemented yet");
+    return absl::UnimplementedError(
+        "gradient clipping and loss scaling on cards are not implemented yet");
   }
   RETURN_IF_ERROR(stream_->Synchronize());
   double mine = 0;
   for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
     const Unit& unit = layout_.units()[u];
     // Stage 0 holds the whole gradient; its piece r is what others own.
-    const float* g = config_.stage == 0 ? grads_.data<float>() + owned_offset(u) : OwnedGrad(u);
-    for (size_t i = 0; i < unit.shard; ++i) mine += double(g[i]) * double(g[i]);
+    const char* g = config_.stage == 0 ? At(grads_, owned_offset(u)) : OwnedGrad(u);
+    mine += SumOfSquares(g, dtype_, unit.shard);
   }
   ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(pool_, n * sizeof(double), Tag::kCommunication,
                                                 stream_));

@@ -14,8 +14,14 @@ absl::Status ValidateConfig(const EngineConfig& config) {
         "gradient_accumulation_steps %d < 1", config.gradient_accumulation_steps));
   }
   if (config.bucket_elements == 0) return absl::InvalidArgumentError("bucket_elements is zero");
-  if (config.param_dtype != DType::kF32) {
-    return absl::UnimplementedError("mixed precision is not supported yet: use fp32 parameters");
+  if (!IsValid(config.param_dtype)) {
+    return absl::InvalidArgumentError("param_dtype is not f32, bf16 or f16");
+  }
+  if (config.offload == Offload::kParameters && config.stage != 3) {
+    return absl::InvalidArgumentError("parameter offload needs stage 3");
+  }
+  if (config.offload != Offload::kNone) {
+    return absl::UnimplementedError("offload is not supported yet");
   }
   if (!(config.max_grad_norm >= 0.0)) {
     return absl::InvalidArgumentError("max_grad_norm must be >= 0");

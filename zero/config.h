@@ -5,8 +5,15 @@
 
 #include "absl/status/status.h"
 #include "optimizers/dtype.h"
+#include "optimizers/loss_scaler.h"
 
 namespace zero {
+
+// Where the owned model states live (DeepSpeed's offload_optimizer /
+// offload_param): kOptimizer keeps fp32 master weights, optimizer state and
+// reduced gradients in pinned host memory and steps on the CPU; kParameters
+// (stage 3) also keeps the parameter pieces on the host between fetches.
+enum class Offload { kNone, kOptimizer, kParameters };
 
 struct EngineConfig {
   // 0: data parallel (all-reduce); 1: + optimizer state sharded; 2: +
@@ -20,8 +27,16 @@ struct EngineConfig {
   size_t bucket_elements = 500'000'000;
   // Clip gradients to this global L2 norm (of the averaged gradient); 0: off.
   double max_grad_norm = 0.0;
-  // Model parameter and gradient dtype (fp32 master weights either way).
+  // Model parameter and gradient dtype. With bf16 or fp16 the engine keeps
+  // fp32 master weights of the owned pieces and reduces in fp32.
   DType param_dtype = DType::kF32;
+  // Dynamic loss scaling (always on for fp16, never otherwise): the loss is
+  // multiplied by Engine::loss_scale() before backward; a step whose
+  // gradients overflow on any rank is skipped by every rank.
+  LossScalerConfig loss_scaler;
+  Offload offload = Offload::kNone;
+  // Pinned host bytes the offload engine may use (0: as much as it needs).
+  size_t host_capacity = 0;
 
   // Stage 3 (DeepSpeed's stage3_* knobs, in elements):
   // how far ahead of the module in use to gather, following the order

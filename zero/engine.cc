@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "memory/status_macros.h"
+#include "zero/precision.h"
 
 namespace zero {
 
@@ -32,8 +33,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   std::unique_ptr<Engine> engine(
       new Engine(config, *std::move(layout), optimizer, comm, devices, device));
   const EngineConfig& c = engine->config_;
+  if (c.param_dtype == DType::kF16) {
+    absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaler);
+    if (!scaler.ok()) return engine->Fail(scaler.status());
+    engine->scaler_ = *scaler;
+  }
   const uint64_t settings[] = {engine->layout_.Fingerprint(), uint64_t(c.stage),
-                               uint64_t(c.gradient_accumulation_steps), c.persistence_threshold};
+                               uint64_t(c.gradient_accumulation_steps), c.persistence_threshold,
+                               uint64_t(c.param_dtype)};
   RETURN_IF_ERROR(engine->CheckAgreement(Fnv1a(settings, sizeof settings),
                                          "the parameter layout or config"));
   RETURN_IF_ERROR(engine->AllocateModelStates());
@@ -51,6 +58,9 @@ Engine::Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer,
       pool_(&devices->pool(device)),
       stream_(devices->default_stream(device)),
       rank_(comm->rank()),
+      dtype_(config.param_dtype),
+      esize_(SizeOf(config.param_dtype)),
+      mixed_(config.param_dtype != DType::kF32),
       units_(layout_.units().size()),
       received_(layout_.params().size(), 0),
       next_unit_to_reduce_(static_cast<int>(layout_.units().size()) - 1) {}
@@ -85,38 +95,56 @@ absl::Status Engine::CheckAgreement(uint64_t mine, const std::string& what) {
       "ranks disagree on %s: rank(s) %s differ from rank 0", what, absl::StrJoin(differ, ", ")));
 }
 
+// Bytes per rank (Ψ parameters, N ranks; model dtype of e bytes, fp32 Adam
+// state): stage 0 holds everything whole, 1 shards the optimizer state and
+// master weights, 2 also the gradients, 3 also the parameters. With e = 2
+// that is the ZeRO paper's 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N and 16Ψ/N.
 absl::Status Engine::AllocateModelStates() {
-  const size_t full = layout_.padded_numel() * sizeof(float);
-  const size_t shard = layout_.shard_numel() * sizeof(float);
+  const size_t full = layout_.padded_numel();
+  const size_t shard = layout_.shard_numel();
   auto alloc = [&](Buffer& b, size_t bytes, Tag tag) -> absl::Status {
     ASSIGN_OR_RETURN(b, Buffer::Allocate(pool_, bytes, tag, stream_));
     // Padding must hold zeros: it is summed, updated and gathered like the rest.
     return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
   };
-  RETURN_IF_ERROR(alloc(params_, config_.stage == 3 ? shard : full, Tag::kParameters));
-  if (config_.stage <= 1) RETURN_IF_ERROR(alloc(grads_, full, Tag::kGradients));
-  if (config_.stage >= 2 || (config_.stage == 1 && config_.gradient_accumulation_steps > 1)) {
-    RETURN_IF_ERROR(alloc(owned_grads_, shard, Tag::kGradients));
+  const int stage = config_.stage;
+  RETURN_IF_ERROR(alloc(params_, (stage == 3 ? shard : full) * esize_, Tag::kParameters));
+  // The paper counts fp32 master weights with the optimizer state (its K = 12).
+  if (mixed_) {
+    RETURN_IF_ERROR(alloc(master_, (stage == 0 ? full : shard) * 4, Tag::kOptimizerState));
+  }
+  if (stage <= 1) RETURN_IF_ERROR(alloc(grads_, full * esize_, Tag::kGradients));
+  if (stage >= 2 || (stage == 1 && config_.gradient_accumulation_steps > 1)) {
+    RETURN_IF_ERROR(alloc(owned_grads_, shard * esize_, Tag::kGradients));
   }
   state_.resize(optimizer_->state_buffers());
   for (Buffer& s : state_) {
-    RETURN_IF_ERROR(alloc(s, config_.stage == 0 ? full : shard, Tag::kOptimizerState));
+    RETURN_IF_ERROR(alloc(s, (stage == 0 ? full : shard) * 4, Tag::kOptimizerState));
   }
   return stream_->Synchronize();
 }
 
-absl::StatusOr<std::span<float>> Engine::param(int id) {
+absl::StatusOr<Engine::ParamView> Engine::param_view(int id) {
   if (id < 0 || id >= static_cast<int>(layout_.params().size())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "no parameter #%d (%d are registered)", id, layout_.params().size()));
   }
   const ParamSlot& p = layout_.params()[id];
-  float* unit = param_data(p.unit);
+  char* unit = param_data(p.unit);
   if (unit == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "parameter '%s' is not gathered: Fetch module %d first", p.name, p.module));
   }
-  return std::span<float>(unit + (p.offset - layout_.units()[p.unit].offset), p.numel);
+  return ParamView{unit + (p.offset - layout_.units()[p.unit].offset) * esize_, p.numel, dtype_};
+}
+
+absl::StatusOr<std::span<float>> Engine::param(int id) {
+  ASSIGN_OR_RETURN(ParamView view, param_view(id));
+  if (view.dtype != DType::kF32) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "parameters are %s: use param_view", std::string(Name(view.dtype))));
+  }
+  return std::span<float>(static_cast<float*>(view.data), view.numel);
 }
 
 absl::Status Engine::SetParam(int id, std::span<const float> values) {
@@ -125,17 +153,29 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "SetParam(#%d) with %d values does not match a registered parameter", id, values.size()));
   }
+  if (!has_bytes()) return absl::OkStatus();
   const ParamSlot& p = layout_.params()[id];
   const Unit& u = layout_.units()[p.unit];
-  if (!has_bytes()) return absl::OkStatus();
-  if (float* whole = param_data(p.unit); whole != nullptr) {
-    RETURN_IF_ERROR(stream_->Copy(whole + (p.offset - u.offset), values.data(), values.size_bytes()));
+  std::vector<char> narrow(values.size() * esize_);
+  Narrow(values.data(), narrow.data(), dtype_, values.size());
+  if (char* whole = param_data(p.unit); whole != nullptr) {
+    RETURN_IF_ERROR(stream_->Copy(whole + (p.offset - u.offset) * esize_, narrow.data(),
+                                  narrow.size()));
   }
-  if (config_.stage == 3) {
-    for (const Piece& piece : layout_.PiecesOf(id)) {
-      if (piece.rank != rank_) continue;
-      RETURN_IF_ERROR(stream_->Copy(params_.data<float>() + piece.shard_offset,
+  if (mixed_ && config_.stage == 0) {
+    RETURN_IF_ERROR(stream_->Copy(master_.data<float>() + p.offset, values.data(),
+                                  values.size_bytes()));
+  }
+  for (const Piece& piece : layout_.PiecesOf(id)) {
+    if (piece.rank != rank_ || (config_.stage < 3 && !mixed_) || config_.stage == 0) continue;
+    if (mixed_) {
+      RETURN_IF_ERROR(stream_->Copy(master_.data<float>() + piece.shard_offset,
                                     values.data() + piece.param_offset, piece.count * 4));
+    }
+    if (config_.stage == 3) {
+      RETURN_IF_ERROR(stream_->Copy(At(params_, piece.shard_offset),
+                                    narrow.data() + piece.param_offset * esize_,
+                                    piece.count * esize_));
     }
   }
   return stream_->Synchronize();
@@ -146,79 +186,18 @@ size_t Engine::owned_offset(int unit) const {
   return u.offset + rank_ * u.shard;
 }
 
-absl::Status Engine::Step() {
-  const int gas = config_.gradient_accumulation_steps;
-  const int partial = static_cast<int>(
-      std::count(received_.begin(), received_.end(), uint8_t{1}));
-  if (micro_batches_ != gas || partial > 0) {
-    std::vector<std::string> missing;
-    for (size_t i = 0; i < received_.size() && missing.size() < 5; ++i) {
-      if (!received_[i]) missing.push_back("'" + layout_.params()[i].name + "'");
-    }
-    return Fail(absl::FailedPreconditionError(absl::StrFormat(
-        "rank %d: Step before every gradient arrived: %d of %d micro-batches complete%s",
-        rank_, micro_batches_, gas,
-        partial > 0 ? absl::StrFormat(", micro-batch %d still lacks %s", micro_batches_ + 1,
-                                      absl::StrJoin(missing, ", "))
-                    : std::string())));
-  }
-  ++steps_;
-  float grad_scale = 1.0f / static_cast<float>(layout_.world_size() * gas);
-  if (config_.max_grad_norm > 0) {
-    absl::StatusOr<double> norm = GlobalGradNorm(grad_scale);
-    if (!norm.ok()) return Fail(norm.status());
-    last_grad_norm_ = *norm;
-    const double coef = config_.max_grad_norm / (*norm + 1e-6);  // torch's clip_grad_norm_
-    if (coef < 1.0) grad_scale = static_cast<float>(grad_scale * coef);
-  }
-  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
-    if (absl::Status s = UpdateUnit(u, grad_scale); !s.ok()) return Fail(s);
-  }
-  micro_batches_ = 0;
-  if (config_.stage == 3) {
-    if (absl::Status s = FinishStepStage3(); !s.ok()) return Fail(s);
-  }
-  return absl::OkStatus();
-}
-
-// Updates the parameters a rank owns in `unit`, then (stages 1-2) gathers
-// every rank's updated piece so each holds the whole unit again.
-absl::Status Engine::UpdateUnit(int unit, float grad_scale) {
-  const Unit& u = layout_.units()[unit];
-  const bool whole = config_.stage == 0;
-  const size_t count = whole ? u.padded : u.shard;
-  const size_t state_offset = whole ? u.offset : u.shard_offset;
-  float* params = config_.stage == 3 ? params_.data<float>() + u.shard_offset
-                                     : params_full() + (whole ? u.offset : owned_offset(unit));
-  if (has_bytes()) {
-    std::vector<std::span<float>> state;
-    for (Buffer& s : state_) state.emplace_back(s.data<float>() + state_offset, count);
-    StepArgs args{.params = {params, count},
-                  .grads = OwnedGrad(unit),
-                  .grad_dtype = DType::kF32,
-                  .state = state,
-                  .step = steps_,
-                  .grad_scale = grad_scale};
-    if (devices_->kind() == DeviceKind::kCuda) {
-      RETURN_IF_ERROR(optimizer_->StepCuda(args, stream_->native_handle()));
-    } else {
-      RETURN_IF_ERROR(stream_->Synchronize());
-      RETURN_IF_ERROR(optimizer_->Step(args));
-    }
-  }
-  // Stage 3 keeps its pieces; they are gathered when next fetched.
-  if (whole || config_.stage == 3) return absl::OkStatus();
-  return comm_->AllGather(params, params_full() + u.offset, u.shard, DType::kF32, stream_);
-}
-
 absl::Status Engine::ZeroGrad() {
   ResetMicroBatch();
   micro_batches_ = 0;
   return absl::OkStatus();
 }
 
+double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+
 EngineStats Engine::stats() const {
   return EngineStats{.steps = steps_,
+                     .skipped_steps = skipped_steps_,
+                     .loss_scale = loss_scale(),
                      .last_grad_norm = last_grad_norm_,
                      .micro_batches = micro_batches_,
                      .pool = pool_->stats(),

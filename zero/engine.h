@@ -25,12 +25,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "memory/device_system.h"
+#include "optimizers/loss_scaler.h"
 #include "optimizers/optimizer.h"
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
@@ -41,10 +44,14 @@
 namespace zero {
 
 struct EngineStats {
-  int64_t steps = 0;
+  int64_t steps = 0;          // optimizer updates applied
+  int64_t skipped_steps = 0;  // fp16 steps skipped for overflow
+  double loss_scale = 1;
   double last_grad_norm = 0;  // when clipping is on
   int micro_batches = 0;  // completed in the current step
   PoolStats pool;         // this rank's device, all tags
+  // Pinned host memory of the offload engine (Offload::kOptimizer and up).
+  size_t host_bytes = 0, peak_host_bytes = 0;
   CommStats comm;
 };
 
@@ -67,8 +74,20 @@ class Engine {
   // each Step. At stage 3 only while its module is fetched (else
   // FailedPrecondition), and writes to it are not kept: use SetParam.
   absl::StatusOr<std::span<float>> param(int id);
-  // Sets parameter `id` (every rank with the same values), e.g. at start.
+  // The same in the model dtype (config().param_dtype): what a bf16 or fp16
+  // model computes with. Same lifetime rules as param().
+  struct ParamView {
+    void* data;
+    size_t numel;
+    DType dtype;
+  };
+  absl::StatusOr<ParamView> param_view(int id);
+  // Sets parameter `id` (every rank with the same values), e.g. at start:
+  // the fp32 master weights and the model-dtype copy.
   absl::Status SetParam(int id, std::span<const float> values);
+
+  // Multiply the loss by this before backward (fp16; 1 otherwise).
+  double loss_scale() const;
 
   // Collective at stage 3: gathers the parameters of `module` (and, after
   // the first step, prefetches the next modules of the recorded order).
@@ -94,6 +113,27 @@ class Engine {
 
   EngineStats stats() const;
 
+  // For checkpoints (zero/checkpoint/). This rank's owned piece of unit `u`:
+  // flat elements [units[u].offset + rank * shard, + shard) as fp32 master
+  // weights and one buffer per optimizer state. In device memory (pinned
+  // host memory with offload; null on meta devices): copy on stream().
+  struct OwnedState {
+    float* master;
+    std::vector<float*> state;
+  };
+  OwnedState owned_state(int unit);
+  Stream* stream() const { return stream_; }
+  struct ResumePoint {
+    int64_t steps = 0;
+    std::optional<LossScaler::State> loss_scaler;  // fp16 only
+  };
+  ResumePoint resume_point() const;
+  // Collective, after every rank has overwritten owned_state() of every
+  // unit: rebuilds all that derives from it (whole or gathered parameters,
+  // stage 0's whole state, model-dtype copies), sets the step count and the
+  // loss scale, and drops gradients in flight.
+  absl::Status Restore(const ResumePoint& point);
+
  private:
   struct UnitState {
     int received = 0;      // parameters handed over in this micro-batch
@@ -110,17 +150,24 @@ class Engine {
   absl::Status Fail(absl::Status status);  // aborts the group, returns status
 
   // Gradient flow (engine_grads.cc).
-  absl::StatusOr<float*> StagingFor(int unit);
+  absl::StatusOr<char*> StagingFor(int unit);
   absl::Status ReduceReadyUnits();
   absl::Status ReduceUnit(int unit);
-  float* OwnedGrad(int unit);
-  absl::Status Accumulate(float* into, const float* from, size_t count);
+  char* OwnedGrad(int unit);
+  // into = model dtype(fp32 from), or accumulated into it when !first.
+  absl::Status Store(char* into, const float* from, size_t count, bool first);
   void ResetMicroBatch();
+  // Runs a host loop over this rank's device memory once the stream is done
+  // with it; nothing on meta devices; Unimplemented on cards (`what`) until
+  // the loops have kernels.
+  absl::Status OnHost(const char* what, const std::function<void()>& loop);
 
   // Update (engine.cc).
   absl::Status UpdateUnit(int unit, float grad_scale);
-  // The averaged gradient's global L2 norm (clip.cc); 0 on meta devices.
+  // The averaged gradient's global L2 norm (clip.cc); 0 on meta devices,
+  // not finite when any rank's gradients overflowed.
   absl::StatusOr<double> GlobalGradNorm(float grad_scale);
+  absl::Status SkipStep();
 
   // Stage 3 (engine_stage3.cc).
   absl::Status InitModules();  // module -> units; stage 3: persistent units
@@ -128,10 +175,17 @@ class Engine {
   absl::Status Prefetch();
   bool ReusedSoon(int module) const;
   absl::Status FinishStepStage3();
-  float* param_data(int unit);  // where a unit's whole values are, or null
+  absl::Status RefreshGathered();  // stale gathered copies go, persistent ones are renewed
+  char* param_data(int unit);  // where a unit's whole values are, or null
 
-  float* params_full() const { return params_.data<float>(); }
+  // Restore (engine_restore.cc).
+  absl::Status RestoreUnit(int unit);
+
+  // Elements of the model dtype at `elements` into `b`.
+  char* At(const Buffer& b, size_t elements) const { return b.data<char>() + elements * esize_; }
   size_t owned_offset(int unit) const;  // this rank's piece in the flat buffer
+  float* MasterPiece(int unit);         // fp32 master weights of that piece
+  char* ModelPiece(int unit);           // model-dtype parameters of that piece
   bool has_bytes() const { return devices_->backend().has_bytes(); }
 
   const EngineConfig config_;
@@ -142,16 +196,22 @@ class Engine {
   DevicePool* const pool_;
   Stream* const stream_;
   const int rank_;
+  const DType dtype_;  // of parameters and gradients
+  const size_t esize_;
+  const bool mixed_;  // bf16/fp16: fp32 master weights apart from the parameters
 
-  Buffer params_;                  // fp32 parameters: whole (stages 0-2) or pieces (3)
+  Buffer params_;                  // model dtype: whole (stages 0-2) or pieces (3)
+  Buffer master_;                  // mixed: fp32 master, whole (stage 0) or pieces
   Buffer grads_;                   // stage 0-1: flat gradients, whole
   Buffer owned_grads_;             // stage 1 (accumulating), 2-3: this rank's pieces
   std::vector<Buffer> state_;      // optimizer state: whole (stage 0) or pieces
+  std::optional<LossScaler> scaler_;  // fp16
   std::vector<UnitState> units_;
   std::vector<uint8_t> received_;  // per parameter, in this micro-batch
   int next_unit_to_reduce_;        // units reduce from the last to the first
   int micro_batches_ = 0;
   int64_t steps_ = 0;
+  int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
 
   // Stage 3 bookkeeping.

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "memory/status_macros.h"
 #include "zero/engine.h"
+#include "zero/precision.h"
 
 namespace zero {
 
@@ -31,11 +32,11 @@ absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype
         "gradients", rank_, micro_batches_, steps_ + 1)));
   }
   const Unit& u = layout_.units()[p.unit];
-  absl::StatusOr<float*> staging = StagingFor(p.unit);
+  absl::StatusOr<char*> staging = StagingFor(p.unit);
   if (!staging.ok()) return Fail(staging.status());
   if (has_bytes()) {
     // Synchronous: the caller's buffer may die when this returns.
-    absl::Status s = stream_->Copy(*staging + (p.offset - u.offset), grad, numel * sizeof(float));
+    absl::Status s = stream_->Copy(*staging + (p.offset - u.offset) * esize_, grad, numel * esize_);
     if (s.ok()) s = stream_->Synchronize();
     if (!s.ok()) return Fail(s);
   }
@@ -47,21 +48,21 @@ absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype
 // Where unit `unit`'s gradients of this micro-batch are staged. Stages 0-1
 // keep whole gradients, so the first micro-batch stages (and reduces) in
 // place; otherwise the unit gets a buffer of its own until it is reduced.
-absl::StatusOr<float*> Engine::StagingFor(int unit) {
+absl::StatusOr<char*> Engine::StagingFor(int unit) {
   const Unit& u = layout_.units()[unit];
   UnitState& state = units_[unit];
-  float* staging = nullptr;
+  char* staging = nullptr;
   if (config_.stage == 1 || (config_.stage == 0 && micro_batches_ == 0)) {
-    staging = grads_.data<float>() + u.offset;
+    staging = At(grads_, u.offset);
   } else {
     if (!state.staging) {
-      ASSIGN_OR_RETURN(state.staging, Buffer::Allocate(pool_, u.padded * sizeof(float),
+      ASSIGN_OR_RETURN(state.staging, Buffer::Allocate(pool_, u.padded * esize_,
                                                        Tag::kCommunication, stream_));
     }
-    staging = state.staging.data<float>();
+    staging = state.staging.data<char>();
   }
   if (state.received == 0 && has_bytes() && u.padded > u.numel) {
-    RETURN_IF_ERROR(stream_->Fill(staging + u.numel, 0, (u.padded - u.numel) * sizeof(float)));
+    RETURN_IF_ERROR(stream_->Fill(staging + u.numel * esize_, 0, (u.padded - u.numel) * esize_));
   }
   return staging;
 }
@@ -82,25 +83,36 @@ absl::Status Engine::ReduceReadyUnits() {
   return absl::OkStatus();
 }
 
+// Sums are taken in fp32 whatever the model dtype: bf16 and fp16
+// gradients are widened first, and the result rounded once into the
+// (accumulated) gradient the optimizer reads.
 absl::Status Engine::ReduceUnit(int unit) {
   const Unit& u = layout_.units()[unit];
-  ASSIGN_OR_RETURN(float* staging, StagingFor(unit));
+  ASSIGN_OR_RETURN(char* staging, StagingFor(unit));
   const bool first = micro_batches_ == 0;
+  float* sum = reinterpret_cast<float*>(staging);
+  Buffer wide;
+  if (mixed_) {
+    ASSIGN_OR_RETURN(wide, Buffer::Allocate(pool_, u.padded * sizeof(float),
+                                            Tag::kCommunication, stream_));
+    sum = wide.data<float>();
+    RETURN_IF_ERROR(OnHost("mixed-precision reduction",
+                           [&] { Widen(staging, dtype_, sum, u.padded); }));
+  }
   if (config_.stage == 0) {
-    RETURN_IF_ERROR(comm_->AllReduce(staging, staging, u.padded, DType::kF32, ReduceOp::kSum,
-                                     stream_));
-    if (!first) RETURN_IF_ERROR(Accumulate(grads_.data<float>() + u.offset, staging, u.padded));
-  } else if (first) {
+    RETURN_IF_ERROR(comm_->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, stream_));
+    if (mixed_ || !first) RETURN_IF_ERROR(Store(At(grads_, u.offset), sum, u.padded, first));
+  } else if (first && !mixed_) {
     // Lands in this rank's piece: of grads_ in place (stage 1 without
     // accumulation), else of owned_grads_.
-    RETURN_IF_ERROR(comm_->ReduceScatter(staging, OwnedGrad(unit), u.shard, DType::kF32,
+    RETURN_IF_ERROR(comm_->ReduceScatter(sum, OwnedGrad(unit), u.shard, DType::kF32,
                                          ReduceOp::kSum, stream_));
   } else {
-    ASSIGN_OR_RETURN(Buffer sum, Buffer::Allocate(pool_, u.shard * sizeof(float),
-                                                  Tag::kCommunication, stream_));
-    RETURN_IF_ERROR(comm_->ReduceScatter(staging, sum.data(), u.shard, DType::kF32,
+    ASSIGN_OR_RETURN(Buffer piece, Buffer::Allocate(pool_, u.shard * sizeof(float),
+                                                    Tag::kCommunication, stream_));
+    RETURN_IF_ERROR(comm_->ReduceScatter(sum, piece.data(), u.shard, DType::kF32,
                                          ReduceOp::kSum, stream_));
-    RETURN_IF_ERROR(Accumulate(OwnedGrad(unit), sum.data<float>(), u.shard));
+    RETURN_IF_ERROR(Store(OwnedGrad(unit), piece.data<float>(), u.shard, first));
   }
   // Stage 2: the gradients this rank does not own are gone as soon as reduced.
   units_[unit].staging.Reset();
@@ -108,20 +120,30 @@ absl::Status Engine::ReduceUnit(int unit) {
 }
 
 // The reduced gradients the optimizer reads for `unit`.
-float* Engine::OwnedGrad(int unit) {
+char* Engine::OwnedGrad(int unit) {
   const Unit& u = layout_.units()[unit];
-  if (config_.stage == 0) return grads_.data<float>() + u.offset;
-  if (!owned_grads_) return grads_.data<float>() + owned_offset(unit);
-  return owned_grads_.data<float>() + u.shard_offset;
+  if (config_.stage == 0) return At(grads_, u.offset);
+  if (!owned_grads_) return At(grads_, owned_offset(unit));
+  return At(owned_grads_, u.shard_offset);
 }
 
-absl::Status Engine::Accumulate(float* into, const float* from, size_t count) {
+absl::Status Engine::Store(char* into, const float* from, size_t count, bool first) {
+  return OnHost("gradient accumulation", [&] {
+    if (first) {
+      Narrow(from, into, dtype_, count);
+    } else {
+      AccumulateNarrow(into, dtype_, from, count);
+    }
+  });
+}
+
+absl::Status Engine::OnHost(const char* what, const std::function<void()>& loop) {
   if (!has_bytes()) return absl::OkStatus();
   if (devices_->kind() == DeviceKind::kCuda) {
-    return absl::UnimplementedError("gradient accumulation on cards is not implemented yet");
+    return absl::UnimplementedError(absl::StrFormat("%s on cards is not implemented yet", what));
   }
   RETURN_IF_ERROR(stream_->Synchronize());
-  for (size_t i = 0; i < count; ++i) into[i] += from[i];
+  loop();
   return absl::OkStatus();
 }
 

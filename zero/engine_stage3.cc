@@ -24,17 +24,19 @@ absl::Status Engine::InitModules() {
     if (unit.numel >= config_.persistence_threshold) continue;
     // Small units stay whole; zeros until SetParam fills them.
     units_[u].persistent = true;
-    ASSIGN_OR_RETURN(units_[u].gathered, Buffer::Allocate(pool_, unit.padded * sizeof(float),
+    ASSIGN_OR_RETURN(units_[u].gathered, Buffer::Allocate(pool_, unit.padded * esize_,
                                                           Tag::kCommunication, stream_));
-    if (has_bytes()) RETURN_IF_ERROR(stream_->Fill(units_[u].gathered.data(), 0, unit.padded * 4));
+    if (has_bytes()) {
+      RETURN_IF_ERROR(stream_->Fill(units_[u].gathered.data(), 0, unit.padded * esize_));
+    }
     live_elements_ += unit.padded;
   }
   return stream_->Synchronize();
 }
 
-float* Engine::param_data(int unit) {
-  if (config_.stage < 3) return params_full() + layout_.units()[unit].offset;
-  return units_[unit].gathered.data<float>();
+char* Engine::param_data(int unit) {
+  if (config_.stage < 3) return At(params_, layout_.units()[unit].offset);
+  return units_[unit].gathered.data<char>();
 }
 
 absl::Status Engine::Fetch(int module) {
@@ -59,12 +61,11 @@ absl::Status Engine::GatherUnit(int unit) {
   const Unit& u = layout_.units()[unit];
   Buffer& gathered = units_[unit].gathered;
   if (!gathered) {
-    ASSIGN_OR_RETURN(gathered, Buffer::Allocate(pool_, u.padded * sizeof(float),
+    ASSIGN_OR_RETURN(gathered, Buffer::Allocate(pool_, u.padded * esize_,
                                                 Tag::kCommunication, stream_));
     live_elements_ += u.padded;
   }
-  return comm_->AllGather(params_.data<float>() + u.shard_offset, gathered.data(), u.shard,
-                          DType::kF32, stream_);
+  return comm_->AllGather(At(params_, u.shard_offset), gathered.data(), u.shard, dtype_, stream_);
 }
 
 // Gathers the units of the modules the recorded order says come next, up
@@ -127,6 +128,10 @@ absl::Status Engine::FinishStepStage3() {
     order_ = trace_;
   }
   trace_.clear();
+  return RefreshGathered();
+}
+
+absl::Status Engine::RefreshGathered() {
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     if (units_[u].persistent) {
       RETURN_IF_ERROR(GatherUnit(u));

@@ -1,0 +1,73 @@
+// The file operations checkpoints need, with errors that name the file and
+// the system's reason.
+//
+// WriteFileAtomically (memory/atomic_file.h) takes the whole contents at
+// once; a data file is a rank's whole slice of the model states, which we
+// never want in host memory at once, so AtomicFileWriter streams the same
+// protocol: a temporary file in the same folder, fsync, rename, then fsync
+// of the folder so the rename itself survives a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace zero::checkpoint {
+
+class AtomicFileWriter {
+ public:
+  // Creates "<path>.tmp.<pid>"; `path` appears only at Commit.
+  static absl::StatusOr<AtomicFileWriter> Open(const std::string& path);
+  AtomicFileWriter(AtomicFileWriter&& other) noexcept;
+  AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+  // Removes the temporary file unless committed.
+  ~AtomicFileWriter();
+
+  absl::Status Append(const void* data, size_t bytes);
+  // fsync, rename into place, fsync the folder. The writer is spent after.
+  absl::Status Commit();
+
+  uint64_t bytes() const { return bytes_; }
+  uint32_t crc32c() const { return crc_; }  // of everything appended
+
+ private:
+  AtomicFileWriter(std::string path, std::string tmp, int fd);
+  absl::Status Fail(const char* what);  // closes and unlinks the temporary
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+  uint32_t crc_ = 0;
+};
+
+// A file read at offsets (pread), closed on destruction. Move-only.
+class RandomAccessFile {
+ public:
+  static absl::StatusOr<RandomAccessFile> Open(const std::string& path);
+  RandomAccessFile(RandomAccessFile&& other) noexcept;
+  RandomAccessFile& operator=(RandomAccessFile&&) = delete;
+  ~RandomAccessFile();
+
+  uint64_t size() const { return size_; }  // when opened
+  const std::string& path() const { return path_; }
+  // Exactly `bytes` at `offset`; DataLoss when the file ends first.
+  absl::Status ReadAt(uint64_t offset, void* dst, size_t bytes) const;
+
+ private:
+  RandomAccessFile(std::string path, int fd, uint64_t size);
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// NotFound when `path` does not exist.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+bool FileExists(const std::string& path);
+// Makes renames and creations inside folder `dir` durable.
+absl::Status SyncDirectory(const std::string& dir);
+// `path` and its missing parents (mkdir -p).
+absl::Status MakeDirectories(const std::string& path);
+
+}  // namespace zero::checkpoint
