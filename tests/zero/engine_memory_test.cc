@@ -32,7 +32,7 @@ struct Measured {
 // One step as a training loop runs it: modules fetched in forward order,
 // then in reverse for backward, where each module's gradients are handed
 // over. Returns the most elements gathered at once.
-absl::StatusOr<size_t> OneStep(Engine& engine) {
+absl::StatusOr<size_t> OneStep(Engine& engine, DType dtype) {
   size_t peak = 0;
   const auto specs = MetaModel::Specs();
   for (int m = 0; m < 3; ++m) {
@@ -43,7 +43,7 @@ absl::StatusOr<size_t> OneStep(Engine& engine) {
   for (int m = 2; m >= 0; --m) {
     RETURN_IF_ERROR(engine.Fetch(m));
     peak = std::max(peak, engine.live_gathered_elements());
-    RETURN_IF_ERROR(engine.AddGrad(m, nullptr, specs[m].numel));
+    RETURN_IF_ERROR(engine.AddGrad(m, nullptr, specs[m].numel, dtype));
     RETURN_IF_ERROR(engine.Release(m));
   }
   RETURN_IF_ERROR(engine.Step());
@@ -52,7 +52,8 @@ absl::StatusOr<size_t> OneStep(Engine& engine) {
 
 // Creates every rank's engine on meta devices, runs one step with all
 // gradients, and reads rank 0's counters.
-Measured Measure(int stage, int world, size_t max_live = 1'000'000'000) {
+Measured Measure(int stage, int world, size_t max_live = 1'000'000'000,
+                 DType dtype = DType::kF32) {
   auto devices = *DeviceSystem::Create({DeviceSpec::Kind::kMeta, world, size_t{64} << 30});
   LocalGroup::Options options;
   options.has_bytes = false;
@@ -64,6 +65,7 @@ Measured Measure(int stage, int world, size_t max_live = 1'000'000'000) {
   config.persistence_threshold = 0;
   config.prefetch_elements = 1'000'000;
   config.max_live_elements = max_live;
+  config.param_dtype = dtype;
   std::vector<size_t> peak(world);
   std::vector<std::unique_ptr<Engine>> engines(world);
   std::vector<std::thread> threads;
@@ -73,8 +75,8 @@ Measured Measure(int stage, int world, size_t max_live = 1'000'000'000) {
       auto engine = Engine::Create(config, MetaModel::Specs(), adam.get(), comms[r].get(),
                                    devices.get(), r);
       if (!engine.ok()) { status[r] = engine.status(); return; }
-      absl::StatusOr<size_t> live = OneStep(**engine);
-      if (live.ok()) live = OneStep(**engine);  // the second step prefetches
+      absl::StatusOr<size_t> live = OneStep(**engine, dtype);
+      if (live.ok()) live = OneStep(**engine, dtype);  // the second step prefetches
       status[r] = live.status();
       peak[r] = live.value_or(0);
       engines[r] = *std::move(engine);
@@ -109,6 +111,25 @@ TEST_P(ModelStates, MatchTheFormulasUpToPadding) {
   EXPECT_GE(total, formula);
   // Padding: at most world * 16 elements per unit (4 units here).
   EXPECT_LE(total - formula, 16.0 * 4 * world * 16 * 4) << "stage " << stage;
+}
+
+// Mixed-precision Adam (bf16 parameters and gradients, fp32 master weights
+// and moments: the paper's K = 12): stage 0 16Ψ, stage 1 4Ψ + 12Ψ/N,
+// stage 2 2Ψ + 14Ψ/N, stage 3 16Ψ/N, the ZeRO paper's Figure 1 and Table 1.
+TEST_P(ModelStates, MixedPrecisionMatchesThePaperUpToPadding) {
+  const auto [stage, world] = GetParam();
+  const Measured m = Measure(stage, world, 1'000'000'000, DType::kBF16);
+  const double half = 2.0 * m.layout.padded_numel();  // one bf16 copy, padded
+  const double shard = half / world;
+  EXPECT_EQ(m.params, stage == 3 ? shard : half);
+  EXPECT_EQ(m.grads, stage >= 2 ? shard : half);
+  EXPECT_EQ(m.optimizer, 6 * (stage == 0 ? half : shard));  // master + 2 moments
+  const double psi = MetaModel::kPsi, n = world;
+  const double formulas[] = {16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n,
+                             16 * psi / n};
+  const double total = m.params + m.grads + m.optimizer;
+  EXPECT_GE(total, formulas[stage]);
+  EXPECT_LE(total - formulas[stage], 16.0 * 4 * world * 16 * 4) << "stage " << stage;
 }
 
 // Ring traffic: all-reduce, or reduce-scatter + all-gather, 2(N-1)/N Ψ;

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "optimizers/adam.h"
 #include "optimizers/sgd.h"
+#include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
 
 namespace zero::testing_model {
@@ -14,24 +15,6 @@ namespace {
 std::unique_ptr<Model> TestModel(const std::string& name) {
   if (name == "mlp") return *MakeMlp(16, 32, 8, 8);
   return *MakeTransformer(2, 16, 2, 8, 2);
-}
-
-OptimizerFactory AdamW() {
-  return [] {
-    AdamConfig config = AdamWDefaults();
-    config.lr = 1e-2;
-    config.weight_decay = 0.01;
-    return MakeAdamW(config);
-  };
-}
-
-void ExpectBitIdentical(const ParamSet& expected, const ParamSet& actual, const std::string& who) {
-  ASSERT_EQ(expected.size(), actual.size()) << who;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_EQ(expected[i].size(), actual[i].size()) << who << " param " << i;
-    ASSERT_EQ(std::memcmp(expected[i].data(), actual[i].data(), expected[i].size() * 4), 0)
-        << who << ": param " << i << " differs, e.g. " << expected[i][0] << " vs " << actual[i][0];
-  }
 }
 
 // Trains under the engine and alone; every rank must hold the reference's

@@ -5,6 +5,7 @@
 
 #include "memory/status_macros.h"
 #include "zero/comm/local_communicator.h"
+#include "zero/precision.h"
 
 namespace zero::testing_model {
 
@@ -20,25 +21,57 @@ std::vector<ParamSpec> SpecsOf(const Model& model) {
 
 namespace {
 
-absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engine, int rank) {
+// Reads parameters as fp32 whatever the model dtype: bf16/fp16 ones are
+// widened into a copy that lives until the parameter is read again.
+class WideReader {
+ public:
+  WideReader(Engine& engine, size_t params) : engine_(engine), copies_(params) {}
+  std::span<const float> operator()(int id) {
+    absl::StatusOr<Engine::ParamView> view = engine_.param_view(id);
+    if (!view.ok()) return {};
+    if (view->dtype == DType::kF32) return {static_cast<const float*>(view->data), view->numel};
+    copies_[id].resize(view->numel);
+    Widen(view->data, view->dtype, copies_[id].data(), view->numel);
+    return copies_[id];
+  }
+
+ private:
+  Engine& engine_;
+  ParamSet copies_;
+};
+
+absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engine, int rank,
+                       std::vector<float>& losses) {
   const int gas = run.config.gradient_accumulation_steps;
-  ParamReader reader = [&engine](int id) -> std::span<const float> {
-    absl::StatusOr<std::span<float>> p = engine.param(id);
-    return p.ok() ? *p : std::span<const float>();
-  };
+  const DType dtype = run.config.param_dtype;
+  WideReader wide(engine, model.params().size());
+  ParamReader reader = [&wide](int id) { return wide(id); };
   Hooks hooks;
   auto fetch = [&engine](int module) { return engine.Fetch(module); };
   auto release = [&engine](int module) { return engine.Release(module); };
   hooks.pre_forward = hooks.pre_backward = fetch;
   hooks.post_forward = hooks.post_backward = release;
-  hooks.on_grad = [&engine](int id, std::span<const float> grad) {
-    return engine.AddGrad(id, grad);
+  int step = 0;
+  std::vector<float> scaled;
+  std::vector<char> narrow;
+  // As a bf16/fp16 model would: gradients of the scaled loss, in its dtype.
+  hooks.on_grad = [&](int id, std::span<const float> grad) {
+    scaled.assign(grad.begin(), grad.end());
+    if (run.edit_grad) run.edit_grad(rank, step, id, scaled);
+    const float scale = static_cast<float>(engine.loss_scale());
+    for (float& g : scaled) g *= scale;
+    narrow.resize(scaled.size() * SizeOf(dtype));
+    Narrow(scaled.data(), narrow.data(), dtype, scaled.size());
+    return engine.AddGrad(id, narrow.data(), scaled.size(), dtype);
   };
-  for (int step = 0; step < run.steps; ++step) {
+  for (; step < run.steps; ++step) {
+    double loss = 0;
     for (int micro = 0; micro < gas; ++micro) {
       const Batch batch = model.MakeBatch(BatchSeed(run.seed, rank, step, micro));
-      RETURN_IF_ERROR(model.ForwardBackward(reader, batch, hooks).status());
+      ASSIGN_OR_RETURN(float l, model.ForwardBackward(reader, batch, hooks));
+      loss += l;
     }
+    losses.push_back(static_cast<float>(loss / gas));
     RETURN_IF_ERROR(engine.Step());
   }
   return absl::OkStatus();
@@ -59,8 +92,9 @@ absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine) {
     RETURN_IF_ERROR(engine.Fetch(m));
     for (int id = 0; id < static_cast<int>(params.size()); ++id) {
       if (model.params()[id].module != m) continue;
-      ASSIGN_OR_RETURN(std::span<float> p, engine.param(id));
-      params[id].assign(p.begin(), p.end());
+      ASSIGN_OR_RETURN(Engine::ParamView view, engine.param_view(id));
+      params[id].resize(view.numel);
+      Widen(view.data, view.dtype, params[id].data(), view.numel);
     }
     RETURN_IF_ERROR(engine.Release(m));
   }
@@ -81,7 +115,7 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
     if (absl::Status s = run.before_training(rank, **engine); !s.ok()) return fail(s);
   }
   devices->pool(rank).ResetPeaks();
-  out.status = TrainRank(model, run, **engine, rank);
+  out.status = TrainRank(model, run, **engine, rank, out.losses);
   out.stats = (*engine)->stats();
   out.peak_gradients = out.stats.pool.tag(Tag::kGradients).peak;
   out.peak_communication = out.stats.pool.tag(Tag::kCommunication).peak;

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,11 +27,15 @@ struct TrainingRun {
   // Called on each rank after Create, before training; may change what a
   // rank does to provoke errors. Returning an error ends that rank's run.
   std::function<absl::Status(int rank, Engine& engine)> before_training;
+  // Called on each fp32 gradient before it is scaled by the loss scale and
+  // handed over in the model dtype (e.g. to provoke an overflow).
+  std::function<void(int rank, int step, int param, std::span<float> grad)> edit_grad;
 };
 
 struct RankResult {
   absl::Status status;
-  ParamSet params;      // final parameters as this rank sees them
+  ParamSet params;      // final parameters as this rank sees them (widened to fp32)
+  std::vector<float> losses;  // per step: the mean over this rank's micro-batches
   EngineStats stats;    // after the last step
   size_t peak_gradients = 0, peak_communication = 0;
 };

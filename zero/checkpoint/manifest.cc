@@ -18,8 +18,6 @@ namespace {
 
 constexpr std::string_view kHeaderWord = "zero-checkpoint-manifest";
 
-std::string BufferName(int b) { return b == 0 ? "master" : absl::StrCat("state", b - 1); }
-
 void AppendScaler(std::string& out, const std::optional<LossScaler::State>& s) {
   if (!s) {
     out += "null";
@@ -76,15 +74,15 @@ std::string ManifestJson(const Manifest& m) {
 // The JSON after a valid header line; DataLoss when it is cut or altered.
 absl::StatusOr<std::string_view> CheckedBody(std::string_view text, const std::string& path) {
   const size_t newline = text.find('\n');
-  const std::vector<std::string_view> words =
+  std::vector<std::string_view> words =
       absl::StrSplit(text.substr(0, newline == std::string_view::npos ? 0 : newline), ' ');
   uint32_t crc = 0;
   uint64_t bytes = 0;
   const bool ok = words.size() == 4 && words[0] == kHeaderWord &&
                   words[1] == absl::StrCat("v", kFormatVersion) &&
-                  absl::ConsumePrefix(const_cast<std::string_view*>(&words[2]), "crc32c=") &&
+                  absl::ConsumePrefix(&words[2], "crc32c=") &&
                   absl::SimpleHexAtoi(words[2], &crc) &&
-                  absl::ConsumePrefix(const_cast<std::string_view*>(&words[3]), "bytes=") &&
+                  absl::ConsumePrefix(&words[3], "bytes=") &&
                   absl::SimpleAtoi(words[3], &bytes);
   if (!ok) {
     return absl::DataLossError(absl::StrFormat(
@@ -226,7 +224,10 @@ absl::Status CheckChunks(const Manifest& m, const ParamRecord& p) {
   int buffer = 0;
   uint64_t covered = 0;
   for (const ChunkRecord& c : p.chunks) {
-    if (c.buffer != buffer && covered == p.numel) buffer = c.buffer, covered = 0;
+    if (covered == p.numel && c.buffer == buffer + 1) {  // the next buffer starts
+      ++buffer;
+      covered = 0;
+    }
     if (c.buffer != buffer || c.begin != covered || c.end <= c.begin || c.end > p.numel) {
       return bad(c, "leaves a gap, overlaps or lies outside the parameter");
     }
@@ -269,6 +270,8 @@ absl::Status Where(const absl::Status& s, const std::string& path) {
 }
 
 }  // namespace
+
+std::string BufferName(int b) { return b == 0 ? "master" : absl::StrCat("state", b - 1); }
 
 uint64_t Manifest::Fingerprint() const {
   uint64_t h = kFnvBasis;

@@ -34,6 +34,9 @@ namespace zero::checkpoint {
 
 inline constexpr char kManifestName[] = "manifest";
 
+// "master" for buffer 0, "state<i>" for optimizer state i (buffer 1 + i).
+std::string BufferName(int buffer);
+
 struct ChunkRecord {
   int buffer;          // 0: fp32 master weights; 1 + i: optimizer state i
   uint64_t begin, end;  // parameter elements

@@ -1,0 +1,33 @@
+// What the engine tests share: the optimizer they train with and the
+// bit-for-bit comparison of parameter sets.
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "optimizers/adam.h"
+#include "tests/zero/training.h"
+
+namespace zero::testing_model {
+
+inline OptimizerFactory AdamW() {
+  return [] {
+    AdamConfig config = AdamWDefaults();
+    config.lr = 1e-2;
+    config.weight_decay = 0.01;
+    return MakeAdamW(config);
+  };
+}
+
+inline void ExpectBitIdentical(const ParamSet& expected, const ParamSet& actual,
+                               const std::string& who) {
+  ASSERT_EQ(expected.size(), actual.size()) << who;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(expected[i].size(), actual[i].size()) << who << " param " << i;
+    ASSERT_EQ(std::memcmp(expected[i].data(), actual[i].data(), expected[i].size() * 4), 0)
+        << who << ": param " << i << " differs, e.g. " << expected[i][0] << " vs " << actual[i][0];
+  }
+}
+
+}  // namespace zero::testing_model

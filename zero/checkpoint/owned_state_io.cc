@@ -1,0 +1,67 @@
+#include "zero/checkpoint/owned_state_io.h"
+
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "memory/status_macros.h"
+
+namespace zero::checkpoint {
+
+absl::Status CheckParticipant(const Participant& rank) {
+  if (!rank.devices.backend().has_bytes()) {
+    return absl::FailedPreconditionError(
+        "checkpoints need devices that hold bytes; these are meta devices");
+  }
+  const Layout& layout = rank.engine.layout();
+  if (layout.world_size() != rank.comm.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the engine is laid out for %d ranks, the communicator has %d",
+                        layout.world_size(), rank.comm.world_size()));
+  }
+  if (layout.units().empty()) return absl::OkStatus();
+  const size_t states = rank.engine.owned_state(0).state.size();
+  if (states != static_cast<size_t>(rank.optimizer.state_buffers())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "optimizer '%s' has %d state buffers, the engine holds %d: not the engine's optimizer",
+        rank.optimizer.name(), rank.optimizer.state_buffers(), states));
+  }
+  return absl::OkStatus();
+}
+
+Agreement AgreementFor(const Participant& rank) {
+  Stream* stream = rank.engine.stream();
+  return Agreement(rank.comm, rank.devices.pool(stream->device()), stream);
+}
+
+int BufferCount(const Participant& rank) { return 1 + rank.optimizer.state_buffers(); }
+
+namespace {
+
+std::vector<float*> UnitBuffers(Engine& engine, int unit) {
+  Engine::OwnedState owned = engine.owned_state(unit);
+  std::vector<float*> buffers = {owned.master};
+  buffers.insert(buffers.end(), owned.state.begin(), owned.state.end());
+  return buffers;
+}
+
+}  // namespace
+
+absl::Status CopyUnitToHost(Engine& engine, int unit, float* host, size_t stride) {
+  const size_t bytes = engine.layout().units()[unit].shard * sizeof(float);
+  const std::vector<float*> buffers = UnitBuffers(engine, unit);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    RETURN_IF_ERROR(engine.stream()->Copy(host + b * stride, buffers[b], bytes));
+  }
+  return engine.stream()->Synchronize();
+}
+
+absl::Status CopyUnitFromHost(Engine& engine, int unit, const float* host, size_t stride) {
+  const size_t bytes = engine.layout().units()[unit].shard * sizeof(float);
+  const std::vector<float*> buffers = UnitBuffers(engine, unit);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    RETURN_IF_ERROR(engine.stream()->Copy(buffers[b], host + b * stride, bytes));
+  }
+  return engine.stream()->Synchronize();
+}
+
+}  // namespace zero::checkpoint

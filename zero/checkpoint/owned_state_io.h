@@ -1,0 +1,30 @@
+// Moving a rank's owned model states between the engine and host memory,
+// and the checks that make that safe. Internal to save.cc and load.cc.
+#pragma once
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "zero/checkpoint/agreement.h"
+#include "zero/checkpoint/checkpoint.h"
+
+namespace zero::checkpoint {
+
+// Local checks every rank reaches alike: a device with bytes, the engine's
+// world size equal to the communicator's, and the optimizer's state count
+// equal to what owned_state() returns.
+absl::Status CheckParticipant(const Participant& rank);
+
+// The bookkeeping collectives on the engine's stream and device pool.
+Agreement AgreementFor(const Participant& rank);
+
+// Buffers per element: master weights, then each optimizer state.
+int BufferCount(const Participant& rank);
+
+// Unit `unit`'s owned piece, buffer b at host + b * stride (stride >=
+// units[unit].shard elements): engine -> host, or host -> engine. Both wait
+// for the copies to finish.
+absl::Status CopyUnitToHost(Engine& engine, int unit, float* host, size_t stride);
+absl::Status CopyUnitFromHost(Engine& engine, int unit, const float* host, size_t stride);
+
+}  // namespace zero::checkpoint

@@ -1,0 +1,40 @@
+// Reads a checkpoint's chunks, each checked against the manifest before its
+// values are handed out: Load and the consolidation tool never use a byte
+// that failed its CRC-32C. A data file is opened on first use and checked
+// then (its size against the manifest, its header's rank, world size and
+// model), so a reader touches only the files it needs.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "zero/checkpoint/file_io.h"
+#include "zero/checkpoint/manifest.h"
+
+namespace zero::checkpoint {
+
+class VerifiedReader {
+ public:
+  // `manifest` (parsed, so its chunks lie inside the recorded file sizes)
+  // must outlive the reader.
+  VerifiedReader(std::string folder, const Manifest& manifest);
+
+  // The values of `chunk` of `param`, valid until the next Read. NotFound
+  // for a missing file; DataLoss, naming the file, for a truncated or
+  // replaced file, a bad header or a checksum mismatch.
+  absl::StatusOr<std::span<const float>> Read(const ParamRecord& param, const ChunkRecord& chunk);
+
+ private:
+  absl::StatusOr<const RandomAccessFile*> File(int index);
+  absl::Status CheckFile(const RandomAccessFile& file, int index) const;
+
+  const std::string folder_;
+  const Manifest& manifest_;
+  std::vector<std::optional<RandomAccessFile>> files_;
+  std::vector<float> values_;
+};
+
+}  // namespace zero::checkpoint

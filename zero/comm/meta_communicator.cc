@@ -1,0 +1,35 @@
+#include "zero/comm/meta_communicator.h"
+
+#include "absl/strings/str_format.h"
+
+namespace zero {
+
+absl::StatusOr<std::unique_ptr<MetaCommunicator>> MetaCommunicator::Create(int rank,
+                                                                           int world_size) {
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("world size %d < 1", world_size));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d is outside [0, %d)", rank, world_size));
+  }
+  return std::unique_ptr<MetaCommunicator>(new MetaCommunicator(rank, world_size));
+}
+
+void MetaCommunicator::Abort(const absl::Status& reason) {
+  if (!aborted_.ok()) return;  // the first reason stays
+  aborted_ = reason.ok() ? absl::CancelledError("the group was aborted") : reason;
+}
+
+// Validation happened in Communicator::Run; its verdict is ours. A bad call
+// fails the group, as it would fail the peers of the other backends, so
+// later calls fail fast with it. There is no stream work to wait for on a
+// meta device and no peer to meet.
+absl::Status MetaCommunicator::Execute(const CollectiveCall&, const void*, void*, Stream*,
+                                       const absl::Status& invalid) {
+  if (!aborted_.ok()) return aborted_;
+  if (!invalid.ok()) aborted_ = invalid;
+  return invalid;
+}
+
+}  // namespace zero
