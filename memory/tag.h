@@ -14,14 +14,15 @@ enum class Tag : int {
   kGradients,
   kOptimizerState,
   kCommunication,
+  kGathered,  // stage 3: whole parameters gathered for a module's use
   kActivations,
   kOther,
 };
-inline constexpr int kNumTags = 6;
+inline constexpr int kNumTags = 7;
 
 inline constexpr std::array<std::string_view, kNumTags> kTagNames = {
-    "parameters", "gradients", "optimizer_state",
-    "communication", "activations", "other"};
+    "parameters", "gradients",  "optimizer_state", "communication",
+    "gathered",   "activations", "other"};
 
 constexpr std::string_view TagName(Tag tag) {
   return kTagNames[static_cast<int>(tag)];

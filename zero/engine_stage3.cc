@@ -25,7 +25,7 @@ absl::Status Engine::InitModules() {
     // Small units stay whole; zeros until SetParam fills them.
     units_[u].persistent = true;
     ASSIGN_OR_RETURN(units_[u].gathered, Buffer::Allocate(pool_, unit.padded * esize_,
-                                                          Tag::kCommunication, stream_));
+                                                          Tag::kGathered, stream_));
     if (has_bytes()) {
       RETURN_IF_ERROR(stream_->Fill(units_[u].gathered.data(), 0, unit.padded * esize_));
     }
@@ -62,7 +62,7 @@ absl::Status Engine::GatherUnit(int unit) {
   Buffer& gathered = units_[unit].gathered;
   if (!gathered) {
     ASSIGN_OR_RETURN(gathered, Buffer::Allocate(pool_, u.padded * esize_,
-                                                Tag::kCommunication, stream_));
+                                                Tag::kGathered, stream_));
     live_elements_ += u.padded;
   }
   return comm_->AllGather(At(params_, u.shard_offset), gathered.data(), u.shard, dtype_, stream_);

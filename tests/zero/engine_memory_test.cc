@@ -26,7 +26,8 @@ struct Measured {
   size_t params, grads, optimizer;
   double sent;  // elements per rank per step
   Layout layout;
-  size_t peak_live = 0;  // gathered elements (stage 3)
+  size_t peak_live = 0;      // gathered elements (stage 3)
+  size_t peak_gathered = 0;  // bytes, from the pool's statistics
 };
 
 // One step as a training loop runs it: modules fetched in forward order,
@@ -88,7 +89,7 @@ Measured Measure(int stage, int world, size_t max_live = 1'000'000'000,
   return Measured{s.pool.tag(Tag::kParameters).current, s.pool.tag(Tag::kGradients).current,
                   s.pool.tag(Tag::kOptimizerState).current,
                   static_cast<double>(s.comm.Total().elements_sent) / 2, engines[0]->layout(),
-                  peak[0]};
+                  peak[0], s.pool.tag(Tag::kGathered).peak};
 }
 
 class ModelStates : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -154,6 +155,9 @@ TEST(EngineMemory, StageThreeGatheredParametersStayWithinTheBudget) {
   const Measured m = Measure(3, 8, budget);
   EXPECT_GT(m.peak_live, 0u);
   EXPECT_LE(m.peak_live, budget);
+  // The pool sees the same: gathered buffers have their own tag.
+  EXPECT_GT(m.peak_gathered, 0u);
+  EXPECT_LE(m.peak_gathered, budget * sizeof(float));
 }
 
 TEST(EngineMemory, StageTwoReleasesUnownedGradientsBucketByBucket) {
