@@ -1,4 +1,5 @@
-// An owned allocation from a DevicePool, typed by its element count: freed
+// An owned allocation from a MemoryResource (a device pool or the pinned
+// host pool), typed by its element count: freed
 // on the stream it was allocated on when destroyed or reset. Move-only.
 #pragma once
 
@@ -13,7 +14,7 @@ namespace zero {
 class Buffer {
  public:
   Buffer() = default;
-  static absl::StatusOr<Buffer> Allocate(DevicePool* pool, size_t bytes, Tag tag,
+  static absl::StatusOr<Buffer> Allocate(MemoryResource* pool, size_t bytes, Tag tag,
                                          Stream* stream) {
     absl::StatusOr<void*> ptr = pool->Allocate(bytes, tag, stream);
     if (!ptr.ok()) return ptr.status();
@@ -50,7 +51,7 @@ class Buffer {
   explicit operator bool() const { return ptr_ != nullptr; }
 
  private:
-  DevicePool* pool_ = nullptr;
+  MemoryResource* pool_ = nullptr;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
   Stream* stream_ = nullptr;

@@ -20,8 +20,8 @@ absl::Status ValidateConfig(const EngineConfig& config) {
   if (config.offload == Offload::kParameters && config.stage != 3) {
     return absl::InvalidArgumentError("parameter offload needs stage 3");
   }
-  if (config.offload != Offload::kNone) {
-    return absl::UnimplementedError("offload is not supported yet");
+  if (config.offload != Offload::kNone && config.stage == 0) {
+    return absl::InvalidArgumentError("offload needs stage 1, 2 or 3 (it moves the owned pieces)");
   }
   if (!(config.max_grad_norm >= 0.0)) {
     return absl::InvalidArgumentError("max_grad_norm must be >= 0");

@@ -37,6 +37,10 @@ struct EngineConfig {
   Offload offload = Offload::kNone;
   // Pinned host bytes the offload engine may use (0: as much as it needs).
   size_t host_capacity = 0;
+  // With offload, step each unit on the CPU as soon as its gradients of
+  // the step's last micro-batch are reduced, overlapping the rest of
+  // backward (off when clipping or loss scaling need every gradient first).
+  bool offload_overlap = true;
 
   // Stage 3 (DeepSpeed's stage3_* knobs, in elements):
   // how far ahead of the module in use to gather, following the order

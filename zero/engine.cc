@@ -61,11 +61,15 @@ Engine::Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer,
       dtype_(config.param_dtype),
       esize_(SizeOf(config.param_dtype)),
       mixed_(config.param_dtype != DType::kF32),
+      master_apart_(mixed_ || config.offload != Offload::kNone),
       units_(layout_.units().size()),
       received_(layout_.params().size(), 0),
       next_unit_to_reduce_(static_cast<int>(layout_.units().size()) - 1) {}
 
-Engine::~Engine() { (void)stream_->Synchronize(); }
+Engine::~Engine() {
+  if (worker_) (void)worker_->Wait();
+  (void)stream_->Synchronize();
+}
 
 absl::Status Engine::Fail(absl::Status status) {
   comm_->Abort(status);
@@ -108,9 +112,10 @@ absl::Status Engine::AllocateModelStates() {
     return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
   };
   const int stage = config_.stage;
+  if (offload()) return AllocateHostStates();
   RETURN_IF_ERROR(alloc(params_, (stage == 3 ? shard : full) * esize_, Tag::kParameters));
   // The paper counts fp32 master weights with the optimizer state (its K = 12).
-  if (mixed_) {
+  if (master_apart_) {
     RETURN_IF_ERROR(alloc(master_, (stage == 0 ? full : shard) * 4, Tag::kOptimizerState));
   }
   if (stage <= 1) RETURN_IF_ERROR(alloc(grads_, full * esize_, Tag::kGradients));
@@ -162,13 +167,15 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
     RETURN_IF_ERROR(stream_->Copy(whole + (p.offset - u.offset) * esize_, narrow.data(),
                                   narrow.size()));
   }
-  if (mixed_ && config_.stage == 0) {
+  if (master_apart_ && config_.stage == 0) {
     RETURN_IF_ERROR(stream_->Copy(master_.data<float>() + p.offset, values.data(),
                                   values.size_bytes()));
   }
   for (const Piece& piece : layout_.PiecesOf(id)) {
-    if (piece.rank != rank_ || (config_.stage < 3 && !mixed_) || config_.stage == 0) continue;
-    if (mixed_) {
+    if (piece.rank != rank_ || (config_.stage < 3 && !master_apart_) || config_.stage == 0) {
+      continue;
+    }
+    if (master_apart_) {
       RETURN_IF_ERROR(stream_->Copy(master_.data<float>() + piece.shard_offset,
                                     values.data() + piece.param_offset, piece.count * 4));
     }
@@ -187,6 +194,11 @@ size_t Engine::owned_offset(int unit) const {
 }
 
 absl::Status Engine::ZeroGrad() {
+  if (updated_early_) {
+    return absl::FailedPreconditionError(
+        "this step was already applied unit by unit as its gradients arrived (offload_overlap): "
+        "call Step");
+  }
   ResetMicroBatch();
   micro_batches_ = 0;
   return absl::OkStatus();
@@ -195,12 +207,16 @@ absl::Status Engine::ZeroGrad() {
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 EngineStats Engine::stats() const {
+  const PoolStats host = host_pool_ ? host_pool_->stats() : PoolStats{};
   return EngineStats{.steps = steps_,
                      .skipped_steps = skipped_steps_,
                      .loss_scale = loss_scale(),
                      .last_grad_norm = last_grad_norm_,
                      .micro_batches = micro_batches_,
                      .pool = pool_->stats(),
+                     .host_bytes = host.allocated,
+                     .peak_host_bytes = host.peak_allocated,
+                     .early_unit_updates = early_unit_updates_,
                      .comm = comm_->stats()};
 }
 

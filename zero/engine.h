@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "memory/device_system.h"
+#include "offload/host_pool.h"
 #include "optimizers/loss_scaler.h"
 #include "optimizers/optimizer.h"
 #include "zero/buffer.h"
@@ -40,6 +41,7 @@
 #include "zero/config.h"
 #include "zero/fingerprint.h"
 #include "zero/layout.h"
+#include "zero/serial_worker.h"
 
 namespace zero {
 
@@ -52,6 +54,7 @@ struct EngineStats {
   PoolStats pool;         // this rank's device, all tags
   // Pinned host memory of the offload engine (Offload::kOptimizer and up).
   size_t host_bytes = 0, peak_host_bytes = 0;
+  int64_t early_unit_updates = 0;  // offload_overlap: units stepped during backward
   CommStats comm;
 };
 
@@ -162,7 +165,7 @@ class Engine {
   // the loops have kernels.
   absl::Status OnHost(const char* what, const std::function<void()>& loop);
 
-  // Update (engine.cc).
+  // Update (engine_step.cc).
   absl::Status UpdateUnit(int unit, float grad_scale);
   // The averaged gradient's global L2 norm (clip.cc); 0 on meta devices,
   // not finite when any rank's gradients overflowed.
@@ -177,6 +180,16 @@ class Engine {
   absl::Status FinishStepStage3();
   absl::Status RefreshGathered();  // stale gathered copies go, persistent ones are renewed
   char* param_data(int unit);  // where a unit's whole values are, or null
+
+  // Offload (engine_offload.cc).
+  bool offload() const { return config_.offload != Offload::kNone; }
+  absl::Status AllocateHostStates();
+  // The owned piece's CPU step with host buffers (any thread).
+  absl::Status StepOnHost(int unit, int64_t step, float grad_scale);
+  // Host -> device: the updated piece in the model dtype, made whole.
+  absl::Status PublishUnit(int unit);
+  absl::Status UpdateOffloaded(float grad_scale);
+  bool UpdatesEarly() const;  // offload_overlap applies to this micro-batch
 
   // Restore (engine_restore.cc).
   absl::Status RestoreUnit(int unit);
@@ -199,9 +212,15 @@ class Engine {
   const DType dtype_;  // of parameters and gradients
   const size_t esize_;
   const bool mixed_;  // bf16/fp16: fp32 master weights apart from the parameters
+  const bool master_apart_;  // mixed or offloaded: master weights in master_
+
+  // Offload: where master weights, state and owned gradients live. Declared
+  // before the buffers so that it outlives them.
+  std::unique_ptr<PinnedHostPool> host_pool_;
 
   Buffer params_;                  // model dtype: whole (stages 0-2) or pieces (3)
-  Buffer master_;                  // mixed: fp32 master, whole (stage 0) or pieces
+  Buffer master_;                  // fp32 master apart: whole (stage 0) or pieces
+  Buffer host_params_;             // offload, mixed: the CPU step's model-dtype pieces
   Buffer grads_;                   // stage 0-1: flat gradients, whole
   Buffer owned_grads_;             // stage 1 (accumulating), 2-3: this rank's pieces
   std::vector<Buffer> state_;      // optimizer state: whole (stage 0) or pieces
@@ -220,6 +239,11 @@ class Engine {
   std::vector<int> trace_;                      // modules fetched this step, in order
   std::vector<int> order_;                      // the first step's trace
   size_t live_elements_ = 0;
+
+  // Offload: CPU steps overlapping backward. Last, so it stops first.
+  std::unique_ptr<SerialWorker> worker_;
+  bool updated_early_ = false;  // this step's pieces were stepped as reduced
+  int64_t early_unit_updates_ = 0;
 };
 
 }  // namespace zero

@@ -74,6 +74,16 @@ absl::Status Engine::ReduceReadyUnits() {
     const Unit& u = layout_.units()[next_unit_to_reduce_];
     if (units_[next_unit_to_reduce_].received < u.end_param - u.first_param) break;
     if (absl::Status s = ReduceUnit(next_unit_to_reduce_); !s.ok()) return Fail(s);
+    if (UpdatesEarly()) {
+      // The optimizer's grad_scale and step as Step will have them.
+      const int unit = next_unit_to_reduce_;
+      const float scale = 1.0f / static_cast<float>(layout_.world_size() *
+                                                    config_.gradient_accumulation_steps);
+      const int64_t step = steps_ + 1;
+      worker_->Post([this, unit, step, scale] { return StepOnHost(unit, step, scale); });
+      updated_early_ = true;
+      ++early_unit_updates_;
+    }
     --next_unit_to_reduce_;
   }
   if (next_unit_to_reduce_ < 0) {
@@ -102,7 +112,7 @@ absl::Status Engine::ReduceUnit(int unit) {
   if (config_.stage == 0) {
     RETURN_IF_ERROR(comm_->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, stream_));
     if (mixed_ || !first) RETURN_IF_ERROR(Store(At(grads_, u.offset), sum, u.padded, first));
-  } else if (first && !mixed_) {
+  } else if (first && !mixed_ && !offload()) {
     // Lands in this rank's piece: of grads_ in place (stage 1 without
     // accumulation), else of owned_grads_.
     RETURN_IF_ERROR(comm_->ReduceScatter(sum, OwnedGrad(unit), u.shard, DType::kF32,

@@ -50,7 +50,7 @@ absl::Status Engine::Restore(const ResumePoint& point) {
 absl::Status Engine::RestoreUnit(int unit) {
   const Unit& u = layout_.units()[unit];
   if (config_.stage == 0) {
-    float* master = mixed_ ? master_.data<float>() : params_.data<float>();
+    float* master = master_apart_ ? master_.data<float>() : params_.data<float>();
     RETURN_IF_ERROR(comm_->AllGather(master + owned_offset(unit), master + u.offset, u.shard,
                                      DType::kF32, stream_));
     for (Buffer& s : state_) {
@@ -58,9 +58,9 @@ absl::Status Engine::RestoreUnit(int unit) {
                                        s.data<float>() + u.offset, u.shard, DType::kF32,
                                        stream_));
     }
-    if (!mixed_) return absl::OkStatus();
+    if (!master_apart_) return absl::OkStatus();
   }
-  if (mixed_) {
+  if (master_apart_) {
     RETURN_IF_ERROR(OnHost("restoring mixed-precision parameters", [&] {
       Narrow(MasterPiece(unit), ModelPiece(unit), dtype_, u.shard);
     }));

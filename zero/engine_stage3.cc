@@ -65,7 +65,15 @@ absl::Status Engine::GatherUnit(int unit) {
                                                 Tag::kGathered, stream_));
     live_elements_ += u.padded;
   }
-  return comm_->AllGather(At(params_, u.shard_offset), gathered.data(), u.shard, dtype_, stream_);
+  const void* piece = At(params_, u.shard_offset);
+  Buffer staged;  // parameter offload: the piece comes up from the host first
+  if (config_.offload == Offload::kParameters) {
+    ASSIGN_OR_RETURN(staged, Buffer::Allocate(pool_, u.shard * esize_, Tag::kCommunication,
+                                              stream_));
+    if (has_bytes()) RETURN_IF_ERROR(stream_->Copy(staged.data(), piece, u.shard * esize_));
+    piece = staged.data();
+  }
+  return comm_->AllGather(piece, gathered.data(), u.shard, dtype_, stream_);
 }
 
 // Gathers the units of the modules the recorded order says come next, up

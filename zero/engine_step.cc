@@ -40,7 +40,10 @@ absl::Status Engine::Step() {
     if (config_.max_grad_norm > 0 && coef < 1.0) grad_scale = static_cast<float>(grad_scale * coef);
   }
   ++steps_;
-  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
+  if (offload()) {
+    if (absl::Status s = UpdateOffloaded(grad_scale); !s.ok()) return Fail(s);
+  }
+  for (int u = 0; u < static_cast<int>(layout_.units().size()) && !offload(); ++u) {
     if (absl::Status s = UpdateUnit(u, grad_scale); !s.ok()) return Fail(s);
   }
   micro_batches_ = 0;
@@ -65,7 +68,9 @@ absl::Status Engine::SkipStep() {
 float* Engine::MasterPiece(int unit) {
   const Unit& u = layout_.units()[unit];
   const int stage = config_.stage;
-  if (mixed_) return master_.data<float>() + (stage == 0 ? owned_offset(unit) : u.shard_offset);
+  if (master_apart_) {
+    return master_.data<float>() + (stage == 0 ? owned_offset(unit) : u.shard_offset);
+  }
   return params_.data<float>() + (stage == 3 ? u.shard_offset : owned_offset(unit));
 }
 

@@ -1,0 +1,98 @@
+// ZeRO-Offload: the owned pieces' fp32 master weights, optimizer state and
+// reduced gradients live in pinned host memory and the optimizer steps on
+// the CPU; only the model-dtype parameters go back to the device. With
+// Offload::kParameters (stage 3) the parameter pieces stay on the host too
+// and come up when a module is gathered. The CPU step is the same code the
+// host devices run, so offloaded training equals device training bit for bit.
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "memory/status_macros.h"
+#include "zero/engine.h"
+
+namespace zero {
+
+absl::Status Engine::AllocateHostStates() {
+  const size_t full = layout_.padded_numel();
+  const size_t shard = layout_.shard_numel();
+  const size_t capacity = config_.host_capacity > 0 ? config_.host_capacity : size_t{1} << 50;
+  ASSIGN_OR_RETURN(host_pool_, PinnedHostPool::Create(devices_, capacity));
+  worker_ = std::make_unique<SerialWorker>();
+  auto alloc = [&](Buffer& b, MemoryResource* from, size_t bytes, Tag tag) -> absl::Status {
+    ASSIGN_OR_RETURN(b, Buffer::Allocate(from, bytes, tag, stream_));
+    return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
+  };
+  const bool params_home = config_.offload == Offload::kParameters;
+  MemoryResource* host = host_pool_.get();
+  RETURN_IF_ERROR(alloc(params_, params_home ? host : pool_,
+                        (config_.stage == 3 ? shard : full) * esize_, Tag::kParameters));
+  RETURN_IF_ERROR(alloc(master_, host, shard * 4, Tag::kOptimizerState));
+  if (mixed_ && !params_home) {
+    RETURN_IF_ERROR(alloc(host_params_, host, shard * esize_, Tag::kParameters));
+  }
+  // Stage 1 still gathers whole gradients on the device before reducing.
+  if (config_.stage == 1) RETURN_IF_ERROR(alloc(grads_, pool_, full * esize_, Tag::kGradients));
+  RETURN_IF_ERROR(alloc(owned_grads_, host, shard * esize_, Tag::kGradients));
+  state_.resize(optimizer_->state_buffers());
+  for (Buffer& s : state_) RETURN_IF_ERROR(alloc(s, host, shard * 4, Tag::kOptimizerState));
+  return stream_->Synchronize();
+}
+
+bool Engine::UpdatesEarly() const {
+  return offload() && config_.offload_overlap && config_.max_grad_norm == 0 && !scaler_ &&
+         micro_batches_ == config_.gradient_accumulation_steps - 1;
+}
+
+absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
+  if (!has_bytes()) return absl::OkStatus();
+  const Unit& u = layout_.units()[unit];
+  float* master = MasterPiece(unit);
+  const bool params_home = config_.offload == Offload::kParameters;
+  void* copy = nullptr;
+  if (mixed_) copy = params_home ? ModelPiece(unit) : At(host_params_, u.shard_offset);
+  std::vector<std::span<float>> state;
+  for (Buffer& s : state_) state.emplace_back(s.data<float>() + u.shard_offset, u.shard);
+  StepArgs args{.params = {master, u.shard},
+                .grads = OwnedGrad(unit),
+                .grad_dtype = dtype_,
+                .state = state,
+                .step = step,
+                .grad_scale = grad_scale,
+                .param_copy = copy,
+                .copy_dtype = mixed_ ? dtype_ : DType::kBF16};
+  RETURN_IF_ERROR(optimizer_->Step(args));
+  // fp32 parameters kept on the host are the master's copy.
+  if (!mixed_ && params_home) std::memcpy(ModelPiece(unit), master, u.shard * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::PublishUnit(int unit) {
+  if (config_.offload == Offload::kParameters) return absl::OkStatus();
+  const Unit& u = layout_.units()[unit];
+  if (has_bytes()) {
+    const void* updated = mixed_ ? static_cast<const void*>(At(host_params_, u.shard_offset))
+                                 : MasterPiece(unit);
+    RETURN_IF_ERROR(stream_->Copy(ModelPiece(unit), updated, u.shard * esize_));
+  }
+  if (config_.stage == 3) return absl::OkStatus();
+  return comm_->AllGather(ModelPiece(unit), At(params_, u.offset), u.shard, dtype_, stream_);
+}
+
+// Steps whatever the overlap did not, then brings the parameters up.
+absl::Status Engine::UpdateOffloaded(float grad_scale) {
+  if (updated_early_) {
+    updated_early_ = false;
+    RETURN_IF_ERROR(worker_->Wait());
+  } else {
+    RETURN_IF_ERROR(stream_->Synchronize());
+    for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
+      RETURN_IF_ERROR(StepOnHost(u, steps_, grad_scale));
+    }
+  }
+  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
+    RETURN_IF_ERROR(PublishUnit(u));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zero
