@@ -2,7 +2,9 @@
 // ratio to stage 0 (plain data parallel), 8 ranks on the local backend over
 // host devices, same synthetic transformer, one run; plus elements and bytes
 // each rank sends per step and, at stage 3, the peak of gathered elements
-// against the live budget.
+// against the live budget. Also ZeRO-Offload at stage 2 (the CPU step on
+// the host's copy of the owned pieces) as a ratio to stage 2 on the device,
+// with the unit-by-unit overlap with backward and without.
 //   bazel run -c opt //bench:engine_bench
 #include <algorithm>
 #include <cstdio>
@@ -48,7 +50,8 @@ struct Cluster {
 
 constexpr size_t kLiveBudget = 2'000'000;  // elements: about 2.5 of the 4 layers
 
-std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch) {
+// offload: 0 none, 1 optimizer with overlap, 2 optimizer stepped after backward.
+std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch, int offload) {
   auto c = std::make_unique<Cluster>();
   c->devices = *DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30});
   c->comms = *LocalGroup::Create(kRanks);
@@ -60,6 +63,8 @@ std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch) {
   config.persistence_threshold = 10'000;  // biases stay whole
   config.prefetch_elements = prefetch ? 1'000'000 : 0;
   config.max_live_elements = kLiveBudget;
+  config.offload = offload == 0 ? Offload::kNone : Offload::kOptimizer;
+  config.offload_overlap = offload == 1;
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
@@ -106,7 +111,8 @@ size_t RunStep(Cluster& c) {
 }
 
 void BM_EngineStep(benchmark::State& state) {
-  auto cluster = MakeCluster(static_cast<int>(state.range(0)), state.range(1) != 0);
+  auto cluster = MakeCluster(static_cast<int>(state.range(0)), state.range(1) != 0,
+                             static_cast<int>(state.range(2)));
   RunStep(*cluster);  // warm: first touches, and stage 3 records its order
   const uint64_t sent_before = cluster->engines[0]->stats().comm.Total().elements_sent;
   const uint64_t bytes_before = cluster->engines[0]->stats().comm.Total().bytes_sent;
@@ -124,8 +130,10 @@ void BM_EngineStep(benchmark::State& state) {
 }
 
 BENCHMARK(BM_EngineStep)
-    ->ArgsProduct({{0, 1, 2, 3}, {1}})
-    ->Args({3, 0})
+    ->ArgsProduct({{0, 1, 2, 3}, {1}, {0}})
+    ->Args({3, 0, 0})
+    ->Args({2, 1, 1})
+    ->Args({2, 1, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -136,14 +144,21 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   zero::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  const double base = reporter.seconds("BM_EngineStep/0/1/real_time");
+  const double base = reporter.seconds("BM_EngineStep/0/1/0/real_time");
   std::printf("\nstep time relative to stage 0 (8 ranks, local backend, same model):\n");
   for (const char* run : {"1/1", "2/1", "3/1", "3/0"}) {
-    const double t = reporter.seconds(std::string("BM_EngineStep/") + run + "/real_time");
+    const double t = reporter.seconds(std::string("BM_EngineStep/") + run + "/0/real_time");
     if (base > 0 && t > 0) {
       std::printf("  stage %c%s / stage 0 = %.2f\n", run[0],
                   run[2] == '0' ? " without prefetch" : "", t / base);
     }
+  }
+  const double device = reporter.seconds("BM_EngineStep/2/1/0/real_time");
+  const double overlap = reporter.seconds("BM_EngineStep/2/1/1/real_time");
+  const double after = reporter.seconds("BM_EngineStep/2/1/2/real_time");
+  if (device > 0 && overlap > 0 && after > 0) {
+    std::printf("stage 2 with optimizer offload / stage 2 on the device: %.2f with the overlap, "
+                "%.2f stepping after backward\n", overlap / device, after / device);
   }
   return 0;
 }
