@@ -52,6 +52,14 @@ class Backend {
   virtual absl::Status Unmap(int device, uintptr_t addr, size_t bytes) = 0;
 
   virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) = 0;
+
+  // Wraps a stream created outside this library (a cudaStream_t from PyTorch,
+  // or null for CUDA's default stream) without owning it: the wrapper never
+  // synchronizes or destroys it. Only cards have native streams.
+  virtual absl::StatusOr<std::unique_ptr<Stream>> WrapNativeStream(int /*device*/,
+                                                                   void* /*native*/) {
+    return absl::UnimplementedError("this kind of device has no native streams");
+  }
 };
 
 }  // namespace zero

@@ -119,6 +119,23 @@ absl::StatusOr<Stream*> DeviceSystem::CreateStream(int device) {
   return streams_.back().get();
 }
 
+absl::StatusOr<Stream*> DeviceSystem::WrapNativeStream(int device, void* native) {
+  if (device < 0 || device >= device_count()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no device %d (there are %d)", device, device_count()));
+  }
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  auto [it, inserted] = wrapped_.try_emplace({device, native}, nullptr);
+  if (!inserted) return it->second;
+  absl::StatusOr<std::unique_ptr<Stream>> stream = backend_->WrapNativeStream(device, native);
+  if (!stream.ok()) {
+    wrapped_.erase(it);
+    return stream.status();
+  }
+  streams_.push_back(*std::move(stream));
+  return it->second = streams_.back().get();
+}
+
 absl::Status DeviceSystem::Deallocate(void* ptr, size_t bytes, Stream* stream) {
   std::optional<int> device = device_of(ptr);
   if (!device) {

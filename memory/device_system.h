@@ -8,10 +8,12 @@
 // "auto". Thread-safe after Create; destroy only when no work is pending.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +51,10 @@ class DeviceSystem {
   Stream* default_stream(int device) { return default_streams_[device].get(); }
   // A new stream, owned by the system.
   absl::StatusOr<Stream*> CreateStream(int device);
+  // The system's wrapper of a stream made elsewhere (Backend::WrapNativeStream).
+  // One wrapper per (device, handle), so the pool sees one identity per stream.
+  // The caller keeps the native stream alive while memory used on it is live.
+  absl::StatusOr<Stream*> WrapNativeStream(int device, void* native);
 
   std::optional<int> device_of(const void* ptr) const { return space_->device_of(ptr); }
   // Frees through the pool that owns `ptr`.
@@ -66,6 +72,7 @@ class DeviceSystem {
   std::vector<std::unique_ptr<DevicePool>> pools_;
   std::mutex streams_mu_;
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(streams_mu_);
+  std::map<std::pair<int, void*>, Stream*> wrapped_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace zero

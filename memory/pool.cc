@@ -8,22 +8,6 @@
 #include "memory/units.h"
 
 namespace zero {
-namespace {
-
-template <typename List>
-void AddStream(List& streams, Stream* stream) {
-  if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
-    streams.push_back(stream);
-  }
-}
-
-template <typename List>
-void MergeStreams(List& into, const List& from) {
-  for (Stream* s : from) AddStream(into, s);
-}
-
-}  // namespace
-
 DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, PoolOptions options)
     : device_(device),
       space_(space),
@@ -39,15 +23,16 @@ DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, Pool
 
 DevicePool::~DevicePool() {
   std::lock_guard<std::mutex> lock(mu_);
+  const BlockMap& blocks = blocks_.blocks();
   StreamList streams;
-  for (auto& [addr, block] : blocks_) MergeStreams(streams, block.streams);
+  for (auto& [addr, block] : blocks) MergeStreams(streams, block.streams);
   for (Stream* s : streams) (void)s->Synchronize();
   // Unmap each maximal mapped run in one call.
-  auto it = blocks_.begin();
-  while (it != blocks_.end()) {
+  auto it = blocks.begin();
+  while (it != blocks.end()) {
     const uintptr_t begin = it->first;
     uintptr_t end = begin;
-    while (it != blocks_.end() && it->first == end) end = it->first + (it++)->second.size;
+    while (it != blocks.end() && it->first == end) end = it->first + (it++)->second.size;
     (void)space_->Unmap(device_, begin, end - begin);
   }
 }
@@ -80,8 +65,8 @@ absl::StatusOr<void*> DevicePool::DoAllocate(size_t bytes, size_t alignment, Tag
   }
   if (bytes > stats_.capacity) return OutOfMemory(bytes, tag, "larger than the whole device");
   const size_t size = AlignUp(bytes, options_.round_to);
-  BlockMap::iterator it = FindFit(size, alignment);
-  if (it == blocks_.end()) {
+  BlockMap::iterator it = blocks_.FindFit(size, alignment);
+  if (it == blocks_.blocks().end()) {
     const size_t slack = alignment > options_.round_to ? alignment - options_.round_to : 0;
     absl::StatusOr<BlockMap::iterator> grown = Grow(size + slack);
     if (!grown.ok()) {
@@ -92,22 +77,14 @@ absl::StatusOr<void*> DevicePool::DoAllocate(size_t bytes, size_t alignment, Tag
     }
     it = *grown;
   }
-  RETURN_IF_ERROR(OrderAfterUses(it->second, stream));
-  it = Carve(it, size, alignment);
+  RETURN_IF_ERROR(BlockSet::OrderAfterUses(it->second, stream));
+  it = blocks_.Carve(it, size, alignment);
   Block& block = it->second;
   block.requested = bytes;
   block.tag = tag;
-  CountAlloc(block);
+  CountAlloc(stats_, block.size, block.requested, block.tag);
   timeline_.Add(TraceAction::kAlloc, device_, it->first, bytes, tag, stream);
   return reinterpret_cast<void*>(it->first);
-}
-
-DevicePool::BlockMap::iterator DevicePool::FindFit(size_t size, size_t alignment) {
-  for (auto f = free_.lower_bound({size, 0}); f != free_.end(); ++f) {
-    const uintptr_t start = AlignUp(f->second, alignment);
-    if (start + size <= f->second + f->first) return blocks_.find(f->second);
-  }
-  return blocks_.end();
 }
 
 // Picks the cheapest way to make a free block of `need` bytes: extend a free
@@ -115,6 +92,7 @@ DevicePool::BlockMap::iterator DevicePool::FindFit(size_t size, size_t alignment
 // or map a fresh range. Trims and retries once when the device is full.
 absl::StatusOr<DevicePool::BlockMap::iterator> DevicePool::Grow(size_t need) {
   const size_t g = space_->granularity();
+  BlockMap& blocks = blocks_.blocks();
   for (int attempt = 0;; ++attempt) {
     uintptr_t best_addr = 0;
     size_t best_bytes = 0;
@@ -124,14 +102,14 @@ absl::StatusOr<DevicePool::BlockMap::iterator> DevicePool::Grow(size_t need) {
     };
     for (const auto& [u, len] : unmapped_) {
       size_t before = 0, after = 0;
-      auto next = blocks_.lower_bound(u);
-      if (next != blocks_.begin()) {
+      auto next = blocks.lower_bound(u);
+      if (next != blocks.begin()) {
         auto prev = std::prev(next);
         if (!prev->second.allocated && prev->first + prev->second.size == u) {
           before = prev->second.size;
         }
       }
-      if (next != blocks_.end() && next->first == u + len && !next->second.allocated) {
+      if (next != blocks.end() && next->first == u + len && !next->second.allocated) {
         after = next->second.size;
       }
       consider(u, AlignUp(need - std::min(need, before), g), len);
@@ -161,79 +139,7 @@ absl::StatusOr<DevicePool::BlockMap::iterator> DevicePool::MapFree(uintptr_t add
   stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   ++stats_.num_maps;
   timeline_.Add(TraceAction::kSegmentMap, device_, addr, bytes, Tag::kOther, nullptr);
-  return Coalesce(InsertFree(addr, Block{.size = bytes, .streams = {}}));
-}
-
-DevicePool::BlockMap::iterator DevicePool::Carve(BlockMap::iterator it, size_t size,
-                                                 size_t alignment) {
-  const uintptr_t addr = it->first;
-  const uintptr_t block_end = addr + it->second.size;
-  const uintptr_t start = AlignUp(addr, alignment);
-  const uintptr_t end = start + size;
-  free_.erase({it->second.size, addr});
-  // Neighbours of a free block are never free, so the pieces need no
-  // coalescing. The common case (no alignment padding) reuses the node.
-  if (block_end > end) InsertFree(end, Block{.size = block_end - end, .streams = it->second.streams});
-  if (start > addr) {
-    Block used{.size = size, .allocated = true, .streams = it->second.streams};
-    it->second.size = start - addr;
-    free_.emplace(it->second.size, addr);
-    return blocks_.emplace(start, std::move(used)).first;
-  }
-  it->second.size = size;
-  it->second.allocated = true;
-  return it;
-}
-
-// Makes `stream` wait for every other stream that may still use the block.
-// Waiting is transitive, so afterwards `stream` alone stands for all of them.
-absl::Status DevicePool::OrderAfterUses(Block& block, Stream* stream) {
-  for (Stream* other : block.streams) {
-    if (other == stream) continue;
-    ASSIGN_OR_RETURN(std::shared_ptr<Event> event, other->Record());
-    if (!event->Query()) RETURN_IF_ERROR(stream->Wait(event));
-  }
-  block.streams.assign(1, stream);
-  return absl::OkStatus();
-}
-
-DevicePool::BlockMap::iterator DevicePool::InsertFree(uintptr_t addr, Block block) {
-  block.allocated = false;
-  block.requested = 0;
-  free_.emplace(block.size, addr);
-  return blocks_.emplace(addr, std::move(block)).first;
-}
-
-void DevicePool::EraseFree(BlockMap::iterator it) {
-  free_.erase({it->second.size, it->first});
-  blocks_.erase(it);
-}
-
-// `it` is a free block whose free_ entry is up to date; merges it with free
-// neighbours in place and returns the merged block.
-DevicePool::BlockMap::iterator DevicePool::Coalesce(BlockMap::iterator it) {
-  if (it != blocks_.begin()) {
-    auto prev = std::prev(it);
-    if (!prev->second.allocated && prev->first + prev->second.size == it->first) {
-      free_.erase({prev->second.size, prev->first});
-      free_.erase({it->second.size, it->first});
-      prev->second.size += it->second.size;
-      MergeStreams(prev->second.streams, it->second.streams);
-      blocks_.erase(it);
-      it = prev;
-      free_.emplace(it->second.size, it->first);
-    }
-  }
-  auto next = std::next(it);
-  if (next != blocks_.end() && !next->second.allocated &&
-      it->first + it->second.size == next->first) {
-    free_.erase({it->second.size, it->first});
-    it->second.size += next->second.size;
-    MergeStreams(it->second.streams, next->second.streams);
-    EraseFree(next);
-    free_.emplace(it->second.size, it->first);
-  }
-  return it;
+  return blocks_.Coalesce(blocks_.InsertFree(addr, Block{.size = bytes, .streams = {}}));
 }
 
 absl::Status DevicePool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
@@ -247,48 +153,25 @@ absl::Status DevicePool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
                                 ptr, *owner)
               : absl::StrFormat("device %d: %p is not in the UVA space", device_, ptr)));
   }
-  auto it = blocks_.find(addr);
-  if (it == blocks_.end()) {
-    auto after = blocks_.upper_bound(addr);
-    if (after != blocks_.begin()) {
-      auto holder = std::prev(after);
-      if (holder->second.allocated && addr < holder->first + holder->second.size) {
-        return BadFree(absl::NotFoundError(absl::StrFormat(
-            "device %d: %p points inside the block allocated at %#x, not at its start",
-            device_, ptr, holder->first)));
-      }
-    }
-    return BadFree(absl::NotFoundError(
-        absl::StrFormat("device %d: %p was not allocated by this pool", device_, ptr)));
+  absl::StatusOr<BlockMap::iterator> found = blocks_.FindAllocated(addr, bytes);
+  if (!found.ok()) {
+    return BadFree(Annotate(found.status(), absl::StrFormat("device %d", device_)));
   }
-  Block& block = it->second;
-  if (!block.allocated) {
-    return BadFree(absl::FailedPreconditionError(
-        absl::StrFormat("device %d: double free of %p", device_, ptr)));
-  }
-  if (bytes != block.requested) {
-    return BadFree(absl::InvalidArgumentError(absl::StrFormat(
-        "device %d: %p was allocated with %d bytes but freed with %d", device_, ptr,
-        block.requested, bytes)));
-  }
+  Block& block = (*found)->second;
   if (stream->device() != device_) {
     return BadFree(absl::InvalidArgumentError(absl::StrFormat(
         "device %d: %p freed on a stream of device %d", device_, ptr, stream->device())));
   }
-  CountFree(block);
+  CountFree(stats_, block.size, block.requested, block.tag);
   timeline_.Add(TraceAction::kFreeCompleted, device_, addr, bytes, block.tag, stream);
-  AddStream(block.streams, stream);
-  block.allocated = false;
-  block.requested = 0;
-  free_.emplace(block.size, addr);
-  Coalesce(it);
+  blocks_.Free(*found, stream);
   return absl::OkStatus();
 }
 
 absl::Status DevicePool::RecordStream(void* ptr, Stream* stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == blocks_.end() || !it->second.allocated) {
+  auto it = blocks_.blocks().find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == blocks_.blocks().end() || !it->second.allocated) {
     return BadFree(absl::NotFoundError(
         absl::StrFormat("device %d: RecordStream on %p, which is not allocated", device_, ptr)));
   }
@@ -304,7 +187,8 @@ absl::StatusOr<size_t> DevicePool::Trim() {
 absl::StatusOr<size_t> DevicePool::TrimLocked() {
   const size_t g = space_->granularity();
   size_t released = 0;
-  for (auto it = blocks_.begin(); it != blocks_.end();) {
+  BlockMap& blocks = blocks_.blocks();
+  for (auto it = blocks.begin(); it != blocks.end();) {
     const uintptr_t addr = it->first;
     const uintptr_t end = addr + it->second.size;
     const uintptr_t lo = AlignUp(addr, g), hi = AlignDown(end, g);
@@ -315,15 +199,15 @@ absl::StatusOr<size_t> DevicePool::TrimLocked() {
     for (Stream* s : it->second.streams) RETURN_IF_ERROR(s->Synchronize());
     RETURN_IF_ERROR(space_->Unmap(device_, lo, hi - lo));
     Block block = std::move(it->second);
-    EraseFree(it);
-    if (lo > addr) InsertFree(addr, Block{.size = lo - addr, .streams = block.streams});
-    if (end > hi) InsertFree(hi, Block{.size = end - hi, .streams = block.streams});
+    blocks_.EraseFree(it);
+    if (lo > addr) blocks_.InsertFree(addr, Block{.size = lo - addr, .streams = block.streams});
+    if (end > hi) blocks_.InsertFree(hi, Block{.size = end - hi, .streams = block.streams});
     AddUnmapped(lo, hi - lo);
     stats_.reserved -= hi - lo;
     ++stats_.num_unmaps;
     timeline_.Add(TraceAction::kSegmentUnmap, device_, lo, hi - lo, Tag::kOther, nullptr);
     released += hi - lo;
-    it = blocks_.lower_bound(end);
+    it = blocks.lower_bound(end);
   }
   return released;
 }
@@ -355,7 +239,7 @@ void DevicePool::TakeUnmapped(uintptr_t addr, size_t bytes) {
 absl::Status DevicePool::OutOfMemory(size_t bytes, Tag tag, absl::string_view why) {
   ++stats_.num_ooms;
   timeline_.Add(TraceAction::kOom, device_, 0, bytes, tag, nullptr);
-  const size_t largest = free_.empty() ? 0 : free_.rbegin()->first;
+  const size_t largest = blocks_.largest_free();
   return absl::ResourceExhaustedError(absl::StrFormat(
       "device %d (%s): out of memory allocating %s for %s (%s): %s allocated, %s reserved, "
       "%s free of %s capacity, largest free block %s",
@@ -370,42 +254,14 @@ absl::Status DevicePool::BadFree(absl::Status status) {
   return status;
 }
 
-void DevicePool::CountAlloc(const Block& block) {
-  stats_.allocated += block.size;
-  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
-  stats_.requested += block.requested;
-  stats_.peak_requested = std::max(stats_.peak_requested, stats_.requested);
-  ++stats_.num_allocs;
-  TagStats& t = stats_.tags[static_cast<int>(block.tag)];
-  t.current += block.requested;
-  t.peak = std::max(t.peak, t.current);
-  ++t.live;
-  ++t.total;
-}
-
-void DevicePool::CountFree(const Block& block) {
-  stats_.allocated -= block.size;
-  stats_.requested -= block.requested;
-  ++stats_.num_frees;
-  TagStats& t = stats_.tags[static_cast<int>(block.tag)];
-  t.current -= block.requested;
-  --t.live;
-}
-
 PoolStats DevicePool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  PoolStats s = stats_;
-  s.cached_free = s.reserved - s.allocated;
-  s.largest_free_block = free_.empty() ? 0 : free_.rbegin()->first;
-  return s;
+  return Reported(stats_, blocks_.largest_free());
 }
 
 void DevicePool::ResetPeaks() {
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.peak_allocated = stats_.allocated;
-  stats_.peak_requested = stats_.requested;
-  stats_.peak_reserved = stats_.reserved;
-  for (TagStats& t : stats_.tags) t.peak = t.current;
+  zero::ResetPeaks(stats_);
 }
 
 }  // namespace zero

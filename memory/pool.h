@@ -19,9 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
-#include "absl/container/inlined_vector.h"
 #include <mutex>
+#include "memory/block_set.h"
 #include "memory/pool_stats.h"
 #include "memory/resource.h"
 #include "memory/timeline.h"
@@ -78,38 +77,19 @@ class DevicePool final : public MemoryResource {
   absl::Status DoDeallocate(void* ptr, size_t bytes, Stream* stream) override;
 
  private:
-  // Almost always one or two streams: no heap allocation on the hot path.
-  using StreamList = absl::InlinedVector<Stream*, 2>;
-  struct Block {
-    size_t size = 0;
-    size_t requested = 0;
-    bool allocated = false;
-    Tag tag = Tag::kOther;
-    StreamList streams;  // may still touch these bytes
-  };
-  using BlockMap = std::map<uintptr_t, Block>;
+  using Block = BlockSet::Block;
+  using BlockMap = BlockSet::Map;
 
   absl::Status CheckRequest(size_t bytes, size_t alignment) const;
-  BlockMap::iterator FindFit(size_t size, size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<BlockMap::iterator> Grow(size_t need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<BlockMap::iterator> MapFree(uintptr_t addr, size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  BlockMap::iterator Carve(BlockMap::iterator it, size_t size, size_t alignment)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status OrderAfterUses(Block& block, Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  BlockMap::iterator InsertFree(uintptr_t addr, Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EraseFree(BlockMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  BlockMap::iterator Coalesce(BlockMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<size_t> TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ReleaseRange(uintptr_t lo, uintptr_t hi, Block& block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddUnmapped(uintptr_t addr, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeUnmapped(uintptr_t addr, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OutOfMemory(size_t bytes, Tag tag, absl::string_view why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status BadFree(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountAlloc(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountFree(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
   UvaSpace* const space_;
@@ -118,8 +98,7 @@ class DevicePool final : public MemoryResource {
   const uintptr_t slice_begin_, slice_end_;
 
   mutable std::mutex mu_;
-  BlockMap blocks_ ABSL_GUARDED_BY(mu_);  // every mapped byte is in one block
-  absl::btree_set<std::pair<size_t, uintptr_t>> free_ ABSL_GUARDED_BY(mu_);  // (size, address)
+  BlockSet blocks_ ABSL_GUARDED_BY(mu_);  // every mapped byte is in one block
   std::map<uintptr_t, size_t> unmapped_ ABSL_GUARDED_BY(mu_);  // address -> length
   PoolStats stats_ ABSL_GUARDED_BY(mu_);
   Timeline timeline_;

@@ -8,7 +8,7 @@ namespace zero {
 std::vector<SegmentInfo> DevicePool::Segments() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<SegmentInfo> segments;
-  for (const auto& [addr, block] : blocks_) {
+  for (const auto& [addr, block] : blocks_.blocks()) {
     if (segments.empty() || segments.back().address + segments.back().size != addr) {
       segments.push_back(SegmentInfo{addr, 0, {}});
     }

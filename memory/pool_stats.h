@@ -35,6 +35,16 @@ struct PoolStats {
   const TagStats& tag(Tag t) const { return tags[static_cast<int>(t)]; }
 };
 
+// Bookkeeping every pool shares: a block of `size` bytes (rounded) serving a
+// request of `requested` bytes starts / stops being live.
+void CountAlloc(PoolStats& stats, size_t size, size_t requested, Tag tag);
+void CountFree(PoolStats& stats, size_t size, size_t requested, Tag tag);
+// Peaks restart from the current values.
+void ResetPeaks(PoolStats& stats);
+// `stats` as a pool reports them: with the derived cached-free bytes and the
+// largest free block filled in.
+PoolStats Reported(PoolStats stats, size_t largest_free_block);
+
 // One JSON object, for experiment files.
 std::string PoolStatsJson(const PoolStats& stats);
 

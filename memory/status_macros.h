@@ -3,6 +3,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define ZERO_CONCAT_INNER_(a, b) a##b
 #define ZERO_CONCAT_(a, b) ZERO_CONCAT_INNER_(a, b)
@@ -21,3 +23,13 @@
   auto tmp = (expr);                                \
   if (!tmp.ok()) return std::move(tmp).status();    \
   lhs = std::move(tmp).value()
+
+namespace zero {
+
+// The same error with "`prefix`: " in front of its message (OK stays OK).
+inline absl::Status Annotate(const absl::Status& status, absl::string_view prefix) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
+}
+
+}  // namespace zero

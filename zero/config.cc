@@ -14,6 +14,9 @@ absl::Status ValidateConfig(const EngineConfig& config) {
         "gradient_accumulation_steps %d < 1", config.gradient_accumulation_steps));
   }
   if (config.bucket_elements == 0) return absl::InvalidArgumentError("bucket_elements is zero");
+  if (config.reduce_chunk_elements == 0) {
+    return absl::InvalidArgumentError("reduce_chunk_elements is zero");
+  }
   if (!IsValid(config.param_dtype)) {
     return absl::InvalidArgumentError("param_dtype is not f32, bf16 or f16");
   }

@@ -30,6 +30,9 @@ struct EngineConfig {
   // Model parameter and gradient dtype. With bf16 or fp16 the engine keeps
   // fp32 master weights of the owned pieces and reduces in fp32.
   DType param_dtype = DType::kF32;
+  // bf16/fp16 gradients are widened to fp32 for reduction this many
+  // elements at a time (a communication buffer of 4x this many bytes).
+  size_t reduce_chunk_elements = size_t{1} << 25;
   // Dynamic loss scaling (always on for fp16, never otherwise): the loss is
   // multiplied by Engine::loss_scale() before backward; a step whose
   // gradients overflow on any rank is skipped by every rank.

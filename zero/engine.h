@@ -156,6 +156,7 @@ class Engine {
   absl::StatusOr<char*> StagingFor(int unit);
   absl::Status ReduceReadyUnits();
   absl::Status ReduceUnit(int unit);
+  absl::Status ReduceWidened(int unit, const char* staging, bool first);
   char* OwnedGrad(int unit);
   // into = model dtype(fp32 from), or accumulated into it when !first.
   absl::Status Store(char* into, const float* from, size_t count, bool first);

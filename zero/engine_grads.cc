@@ -1,6 +1,8 @@
 // The gradient side of the engine: staging what backward hands over,
 // reducing each unit across ranks as soon as it is complete, and
 // accumulating micro-batches in order.
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "memory/status_macros.h"
 #include "zero/engine.h"
@@ -93,39 +95,67 @@ absl::Status Engine::ReduceReadyUnits() {
   return absl::OkStatus();
 }
 
-// Sums are taken in fp32 whatever the model dtype: bf16 and fp16
-// gradients are widened first, and the result rounded once into the
-// (accumulated) gradient the optimizer reads.
 absl::Status Engine::ReduceUnit(int unit) {
   const Unit& u = layout_.units()[unit];
   ASSIGN_OR_RETURN(char* staging, StagingFor(unit));
   const bool first = micro_batches_ == 0;
-  float* sum = reinterpret_cast<float*>(staging);
-  Buffer wide;
   if (mixed_) {
-    ASSIGN_OR_RETURN(wide, Buffer::Allocate(pool_, u.padded * sizeof(float),
-                                            Tag::kCommunication, stream_));
-    sum = wide.data<float>();
-    RETURN_IF_ERROR(OnHost("mixed-precision reduction",
-                           [&] { Widen(staging, dtype_, sum, u.padded); }));
-  }
-  if (config_.stage == 0) {
+    RETURN_IF_ERROR(ReduceWidened(unit, staging, first));
+  } else if (config_.stage == 0) {
+    float* sum = reinterpret_cast<float*>(staging);
     RETURN_IF_ERROR(comm_->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, stream_));
-    if (mixed_ || !first) RETURN_IF_ERROR(Store(At(grads_, u.offset), sum, u.padded, first));
-  } else if (first && !mixed_ && !offload()) {
+    if (!first) RETURN_IF_ERROR(Store(At(grads_, u.offset), sum, u.padded, first));
+  } else if (first && !offload()) {
     // Lands in this rank's piece: of grads_ in place (stage 1 without
     // accumulation), else of owned_grads_.
-    RETURN_IF_ERROR(comm_->ReduceScatter(sum, OwnedGrad(unit), u.shard, DType::kF32,
+    RETURN_IF_ERROR(comm_->ReduceScatter(staging, OwnedGrad(unit), u.shard, DType::kF32,
                                          ReduceOp::kSum, stream_));
   } else {
     ASSIGN_OR_RETURN(Buffer piece, Buffer::Allocate(pool_, u.shard * sizeof(float),
                                                     Tag::kCommunication, stream_));
-    RETURN_IF_ERROR(comm_->ReduceScatter(sum, piece.data(), u.shard, DType::kF32,
+    RETURN_IF_ERROR(comm_->ReduceScatter(staging, piece.data(), u.shard, DType::kF32,
                                          ReduceOp::kSum, stream_));
     RETURN_IF_ERROR(Store(OwnedGrad(unit), piece.data<float>(), u.shard, first));
   }
   // Stage 2: the gradients this rank does not own are gone as soon as reduced.
   units_[unit].staging.Reset();
+  return absl::OkStatus();
+}
+
+// bf16/fp16 gradients are summed in fp32 and the sum rounded once into the
+// (accumulated) gradient the optimizer reads. They are widened a chunk at a
+// time, so no fp32 copy of a whole unit exists: each chunk takes the same
+// slice of every rank's piece, so its sums are those of one whole reduction.
+absl::Status Engine::ReduceWidened(int unit, const char* staging, bool first) {
+  const Unit& u = layout_.units()[unit];
+  const size_t n = layout_.world_size();
+  const bool whole = config_.stage == 0;  // all-reduce: every element, contiguous
+  const size_t span = whole ? u.padded : u.shard;
+  const size_t step = std::clamp<size_t>(config_.reduce_chunk_elements / (whole ? 1 : n), 1, span);
+  ASSIGN_OR_RETURN(Buffer wide, Buffer::Allocate(pool_, (whole ? 1 : n) * step * sizeof(float),
+                                                 Tag::kCommunication, stream_));
+  Buffer piece;
+  if (!whole) {
+    ASSIGN_OR_RETURN(piece, Buffer::Allocate(pool_, step * sizeof(float), Tag::kCommunication,
+                                             stream_));
+  }
+  float* w = wide.data<float>();
+  for (size_t at = 0; at < span; at += step) {
+    const size_t k = std::min(step, span - at);
+    RETURN_IF_ERROR(OnHost("mixed-precision reduction", [&] {
+      for (size_t r = 0; r < (whole ? 1 : n); ++r) {
+        Widen(staging + (r * u.shard + at) * esize_, dtype_, w + r * k, k);
+      }
+    }));
+    if (whole) {
+      RETURN_IF_ERROR(comm_->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, stream_));
+      RETURN_IF_ERROR(Store(At(grads_, u.offset + at), w, k, first));
+    } else {
+      RETURN_IF_ERROR(comm_->ReduceScatter(w, piece.data(), k, DType::kF32, ReduceOp::kSum,
+                                           stream_));
+      RETURN_IF_ERROR(Store(OwnedGrad(unit) + at * esize_, piece.data<float>(), k, first));
+    }
+  }
   return absl::OkStatus();
 }
 

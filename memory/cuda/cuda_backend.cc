@@ -91,6 +91,10 @@ class CudaBackend final : public Backend {
     return cuda::CudaStream::Create(device);
   }
 
+  absl::StatusOr<std::unique_ptr<Stream>> WrapNativeStream(int device, void* native) override {
+    return cuda::CudaStream::Wrap(device, static_cast<cudaStream_t>(native));
+  }
+
  private:
   const cuda::DriverApi* api_;
   std::vector<size_t> capacity_;

@@ -27,10 +27,15 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaStream::Create(int device) {
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(RuntimeStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                 "cudaStreamCreateWithFlags"));
-  return std::unique_ptr<Stream>(new CudaStream(device, stream));
+  return std::unique_ptr<Stream>(new CudaStream(device, stream, /*owned=*/true));
+}
+
+std::unique_ptr<Stream> CudaStream::Wrap(int device, cudaStream_t stream) {
+  return std::unique_ptr<Stream>(new CudaStream(device, stream, /*owned=*/false));
 }
 
 CudaStream::~CudaStream() {
+  if (!owned_) return;  // its owner may already have destroyed it
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
   cudaStreamDestroy(stream_);

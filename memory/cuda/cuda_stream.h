@@ -26,6 +26,9 @@ class CudaEvent final : public Event {
 class CudaStream final : public Stream {
  public:
   static absl::StatusOr<std::unique_ptr<Stream>> Create(int device);
+  // Borrows `stream` (null is the legacy default stream): the wrapper neither
+  // synchronizes nor destroys it, so the owner may destroy it first.
+  static std::unique_ptr<Stream> Wrap(int device, cudaStream_t stream);
   ~CudaStream() override;
 
   int device() const override { return device_; }
@@ -38,9 +41,11 @@ class CudaStream final : public Stream {
   void* native_handle() const override { return stream_; }
 
  private:
-  CudaStream(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  CudaStream(int device, cudaStream_t stream, bool owned)
+      : device_(device), stream_(stream), owned_(owned) {}
   const int device_;
   const cudaStream_t stream_;
+  const bool owned_;
 };
 
 }  // namespace zero::cuda

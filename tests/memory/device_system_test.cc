@@ -74,6 +74,17 @@ TEST(UvaSpaceTest, EnforcesCapacityAndAlignment) {
   EXPECT_EQ(space.mapped_bytes(1), 0u);
 }
 
+TEST(DeviceSystemTest, OnlyCardsWrapNativeStreams) {
+  auto system = *DeviceSystem::Create({DeviceSpec::Kind::kHost, 2, 8 * kMiB});
+  int handle = 0;
+  EXPECT_EQ(system->WrapNativeStream(0, &handle).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(system->WrapNativeStream(0, &handle).status().code(),
+            absl::StatusCode::kUnimplemented) << "a failure is not cached";
+  EXPECT_EQ(system->WrapNativeStream(2, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CudaBackendTest, WithoutADriverSaysUnavailable) {
   auto system = DeviceSystem::Create({DeviceSpec::Kind::kCuda});
   if (system.ok()) GTEST_SKIP() << "a card is present; the card check covers it";

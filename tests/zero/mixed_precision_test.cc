@@ -105,6 +105,25 @@ TEST(LossScaling, BacksOffUntilGradientsFit) {
   EXPECT_LT(r.losses.back(), r.losses.front());
 }
 
+// Reducing a few elements at a time changes the collectives, not the sums.
+TEST(MixedPrecisionChunks, SmallChunksGiveTheSameBits) {
+  std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
+  for (int stage : {0, 2, 3}) {
+    TrainingRun run = MixedRun(DType::kBF16, 4);
+    run.steps = 4;
+    run.config.stage = stage;
+    const std::vector<RankResult> whole = TrainWithEngine(*model, run, AdamW());
+    run.config.reduce_chunk_elements = 100;  // not a multiple of anything
+    const std::vector<RankResult> chunked = TrainWithEngine(*model, run, AdamW());
+    for (int r = 0; r < run.world; ++r) {
+      ASSERT_TRUE(whole[r].status.ok()) << whole[r].status;
+      ASSERT_TRUE(chunked[r].status.ok()) << chunked[r].status;
+      ExpectBitIdentical(whole[r].params, chunked[r].params, "stage " + std::to_string(stage));
+      EXPECT_GT(chunked[r].stats.comm.Total().calls, whole[r].stats.comm.Total().calls);
+    }
+  }
+}
+
 TEST(LossScaling, Bf16NeedsNoScale) {
   std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
   TrainingRun run = MixedRun(DType::kBF16, 2);

@@ -40,8 +40,10 @@ class WideReader {
   ParamSet copies_;
 };
 
-absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engine, int rank,
-                       std::vector<float>& losses) {
+}  // namespace
+
+absl::Status TrainSteps(const Model& model, const TrainingRun& run, Engine& engine, int rank,
+                        int first_step, std::vector<float>& losses) {
   const int gas = run.config.gradient_accumulation_steps;
   const DType dtype = run.config.param_dtype;
   WideReader wide(engine, model.params().size());
@@ -51,7 +53,7 @@ absl::Status TrainRank(const Model& model, const TrainingRun& run, Engine& engin
   auto release = [&engine](int module) { return engine.Release(module); };
   hooks.pre_forward = hooks.pre_backward = fetch;
   hooks.post_forward = hooks.post_backward = release;
-  int step = 0;
+  int step = first_step;
   std::vector<float> scaled;
   std::vector<char> narrow;
   // As a bf16/fp16 model would: gradients of the scaled loss, in its dtype.
@@ -85,7 +87,6 @@ absl::Status SetInitialParams(const Model& model, uint64_t seed, Engine& engine)
   return absl::OkStatus();
 }
 
-// Collective: module by module, as stage 3 needs.
 absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine) {
   ParamSet params(model.params().size());
   for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
@@ -101,6 +102,8 @@ absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine) {
   return params;
 }
 
+namespace {
+
 void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
              Communicator* comm, DeviceSystem* devices, int rank, RankResult& out) {
   auto fail = [&](absl::Status s) { out.status = s; };
@@ -115,7 +118,7 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
     if (absl::Status s = run.before_training(rank, **engine); !s.ok()) return fail(s);
   }
   devices->pool(rank).ResetPeaks();
-  out.status = TrainRank(model, run, **engine, rank, out.losses);
+  out.status = TrainSteps(model, run, **engine, rank, /*first_step=*/0, out.losses);
   out.stats = (*engine)->stats();
   out.peak_gradients = out.stats.pool.tag(Tag::kGradients).peak;
   out.peak_communication = out.stats.pool.tag(Tag::kCommunication).peak;
@@ -125,7 +128,8 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
   out.params = *std::move(final_params);
 }
 
-// The first term is taken as is (0 + x is not always x: -0.0), later ones added.
+}  // namespace
+
 void AddOrTake(ParamSet& into, ParamSet from, bool first) {
   if (first) {
     into = std::move(from);
@@ -135,8 +139,6 @@ void AddOrTake(ParamSet& into, ParamSet from, bool first) {
     for (size_t j = 0; j < into[i].size(); ++j) into[i][j] += from[i][j];
   }
 }
-
-}  // namespace
 
 std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& run,
                                         const OptimizerFactory& make_optimizer) {

@@ -47,6 +47,20 @@ uint64_t BatchSeed(uint64_t seed, int rank, int step, int micro);
 std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& run,
                                         const OptimizerFactory& make_optimizer);
 
+// What TrainWithEngine runs on each rank, for drivers that keep their
+// engines between calls (checkpoint tests): steps [first_step, run.steps)
+// on the batches BatchSeed gives, each step's mean loss appended to losses.
+absl::Status TrainSteps(const Model& model, const TrainingRun& run, Engine& engine, int rank,
+                        int first_step, std::vector<float>& losses);
+absl::Status SetInitialParams(const Model& model, uint64_t seed, Engine& engine);
+// Collective: the parameters as this rank sees them, widened to fp32,
+// module by module (Fetch/Release) as stage 3 needs.
+absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine);
+
+// into += from, element by element; when `first`, into = from (0 + x is
+// not always x: -0.0), as the engine's rank-order reductions start.
+void AddOrTake(ParamSet& into, ParamSet from, bool first);
+
 // One process, no engine: each micro-batch's gradients summed over ranks in
 // rank order, micro-batches accumulated in order, then the optimizer with
 // grad_scale 1/(world * micro-batches), parameter by parameter.

@@ -1,0 +1,35 @@
+// Models from JSON files (--model=path.json). The schema:
+//
+//   {
+//     "name": "my-model",                  optional; default: the file name
+//     "modules": [ENTRY, ...],             required, not empty
+//     "forward": ["module", ...]           optional: the forward pass's module
+//   }                                        uses, by full name; a name may
+//                                            repeat (tied weights); default:
+//                                            every module once, in order
+//   ENTRY, a module:  {"name": "attn", "params": [PARAM, ...], "repeat": 2}
+//   ENTRY, a group:   {"name": "layer", "modules": [ENTRY, ...], "repeat": 32}
+//   PARAM:            {"name": "wq", "shape": [4096, 4096]}
+//
+// A module is one stage-3 fetch unit. A group only names: its modules are
+// called "layer.attn", or with "repeat": n, "layer.0.attn" ... "layer.<n-1>.attn"
+// (a repeated module is "attn.0" ...). Parameters are "module.param". Shapes
+// are non-empty arrays of integers >= 1. Unknown keys, duplicate module or
+// parameter names, unknown or missing forward uses are errors; every error
+// says FILE:LINE:COL of the value at fault.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "bench/footprint/model.h"
+
+namespace zero::footprint {
+
+// `file` names the source in errors (and is the default model name).
+absl::StatusOr<ModelSpec> ModelFromJson(std::string_view text, const std::string& file);
+// Reads `path` and calls ModelFromJson.
+absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path);
+
+}  // namespace zero::footprint

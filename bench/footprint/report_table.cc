@@ -1,0 +1,133 @@
+// The terminal table: one line per run, GB with the paper's rounding.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/footprint/names.h"
+#include "bench/footprint/report.h"
+
+namespace zero::footprint {
+namespace {
+
+struct Column {
+  const char* header;
+  bool left;
+  std::function<std::string(const Row&)> cell;
+};
+
+std::string Percent(double p) {
+  if (!std::isfinite(p)) return "inf";
+  return absl::StrFormat("%+.2f", p);
+}
+
+double Peak(const Row& r) { return static_cast<double>(r.measured.peak_allocated); }
+
+std::vector<Column> Columns(bool offload) {
+  std::vector<Column> c = {
+      {"model", true, [](const Row& r) { return r.model; }},
+      {"N", false, [](const Row& r) { return absl::StrCat(r.ranks); }},
+      {"stage", false, [](const Row& r) { return absl::StrCat(r.stage); }},
+      {"prec", true, [](const Row& r) { return std::string(Name(r.precision)); }},
+      {"optim", true, [](const Row& r) { return std::string(Name(r.optimizer)); }},
+      {"offload", true, [](const Row& r) { return std::string(Name(r.offload)); }},
+      {"params", false, [](const Row& r) { return FormatGB(r.measured.params); }},
+      {"grads", false, [](const Row& r) { return FormatGB(r.measured.grads); }},
+      {"optim", false, [](const Row& r) { return FormatGB(r.measured.optimizer); }},
+      {"comm", false, [](const Row& r) { return FormatGB(r.measured.comm); }},
+      {"gathered", false, [](const Row& r) { return FormatGB(r.measured.gathered); }},
+      {"host", false, [](const Row& r) { return FormatGB(r.measured.peak_host); }},
+      {"padding", false, [](const Row& r) { return FormatGB(r.padding); }},
+      {"peak", false, [](const Row& r) { return FormatGB(Peak(r)); }},
+      {"fits", true, [](const Row& r) { return std::string(r.fits() ? "yes" : "NO"); }},
+      {"states", false, [](const Row& r) { return FormatGB(r.states()); }},
+      {"paper", false, [](const Row& r) { return FormatGB(r.paper.device()); }},
+      {"d%", false,
+       [](const Row& r) { return Percent(Row::DiffPercent(r.states(), r.paper.device())); }},
+      {"DS gpu", false,
+       [](const Row& r) { return r.deepspeed.available ? FormatGB(r.deepspeed.gpu) : "-"; }},
+      {"d%", false, [](const Row& r) {
+         return r.deepspeed.available ? Percent(Row::DiffPercent(Peak(r), r.deepspeed.gpu)) : "-";
+       }}};
+  if (offload) {
+    c.push_back({"p.host", false, [](const Row& r) { return FormatGB(r.paper.host); }});
+    c.push_back({"DS cpu", false, [](const Row& r) {
+                   return r.deepspeed.available ? FormatGB(r.deepspeed.cpu_rank) : "-";
+                 }});
+  }
+  c.push_back({"sent/step", false, [](const Row& r) {
+                 return FormatGB(static_cast<double>(r.measured.sent_per_step.bytes_sent));
+               }});
+  c.push_back({"xPsi", false, [](const Row& r) {
+                 return r.psi == 0
+                            ? std::string("-")
+                            : absl::StrFormat("%.3f", r.measured.sent_per_step.elements_sent /
+                                                          static_cast<double>(r.psi));
+               }});
+  return c;
+}
+
+std::string Render(const std::vector<Column>& columns, const std::vector<Row>& rows) {
+  std::vector<std::vector<std::string>> cells(1);
+  for (const Column& c : columns) cells[0].push_back(c.header);
+  for (const Row& r : rows) {
+    cells.emplace_back();
+    for (const Column& c : columns) cells.back().push_back(c.cell(r));
+  }
+  std::vector<size_t> width(columns.size(), 0);
+  for (const auto& line : cells) {
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+  std::string out;
+  for (const auto& line : cells) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c) {
+      const int w = static_cast<int>(width[c]);
+      absl::StrAppend(&text, c == 0 ? "" : "  ",
+                      columns[c].left ? absl::StrFormat("%-*s", w, line[c])
+                                      : absl::StrFormat("%*s", w, line[c]));
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    absl::StrAppend(&out, text, "\n");
+  }
+  return out;
+}
+
+constexpr char kLegend[] =
+    "params/grads/optim: peak bytes per pool tag (optim: fp32 master + moments); comm: buckets "
+    "and\nstaging in flight; gathered: stage 3's gathered parameters; host: peak pinned host "
+    "bytes; padding:\nthe states' bytes that pad units to N*16; peak: the pool's peak of all "
+    "tags together; fits: peak\nreserved <= --device_memory; states = params + grads + optim; "
+    "paper: the ZeRO paper's formula for\nthem; DS gpu: DeepSpeed's estimator (its d% is peak "
+    "against it); sent/step: bytes this rank sends\nin the last step (ring model); xPsi: "
+    "elements sent / Psi.\n";
+constexpr char kOffloadLegend[] =
+    "p.host: the paper's host bytes (ZeRO-Offload); DS cpu: DeepSpeed's host estimate per node "
+    "/ GPUs per node.\n";
+
+}  // namespace
+
+std::string FormatGB(double bytes) {
+  const double gb = bytes / 1e9;
+  if (gb == 0) return "0";
+  if (gb >= 99.95) return absl::StrFormat("%.0f", gb);
+  if (gb >= 9.995) return absl::StrFormat("%.1f", gb);
+  if (gb >= 0.9995) return absl::StrFormat("%.2f", gb);
+  return absl::StrFormat("%.3g", gb);
+}
+
+std::string FormatTable(const std::vector<Row>& rows, int steps) {
+  const bool offload = std::any_of(rows.begin(), rows.end(),
+                                   [](const Row& r) { return r.offload != Offload::kNone; });
+  std::string out = absl::StrFormat(
+      "Per rank, in GB (1e9 bytes), measured by the real engine on rank 0 of N (meta device, "
+      "%d step%s).\nEvery rank holds the same bytes: each unit is padded to N*16 elements and "
+      "split equally, so rank 0 stands for all.\n\n",
+      steps, steps == 1 ? "" : "s");
+  absl::StrAppend(&out, Render(Columns(offload), rows), "\n", kLegend,
+                  offload ? kOffloadLegend : "");
+  return out;
+}
+
+}  // namespace zero::footprint

@@ -1,0 +1,55 @@
+#include "bench/footprint/row.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "bench/footprint/names.h"
+
+namespace zero::footprint {
+
+double Row::states() const {
+  return static_cast<double>(measured.params) + static_cast<double>(measured.grads) +
+         static_cast<double>(measured.optimizer);
+}
+
+double Row::DiffPercent(double measured, double expected) {
+  if (expected == 0) return measured == 0 ? 0 : INFINITY;
+  return 100.0 * (measured - expected) / expected;
+}
+
+std::string Row::Label() const {
+  std::string label = absl::StrFormat("%s N=%d stage %d %s %s", model, ranks, stage,
+                                      Name(precision), Name(optimizer));
+  if (offload != Offload::kNone) absl::StrAppend(&label, " offload=", std::string(Name(offload)));
+  return label;
+}
+
+Row MakeRow(const Experiment& e, const Measurement& m, const Knobs& knobs) {
+  Row row;
+  row.model = e.model->name;
+  row.psi = m.numel;
+  row.largest_module = e.model->largest_module_numel();
+  row.ranks = e.ranks;
+  row.stage = e.stage;
+  row.precision = e.precision;
+  row.optimizer = e.optimizer;
+  row.offload = e.offload;
+  row.measured = m;
+  FormulaInput in{.psi = static_cast<double>(m.numel),
+                  .ranks = e.ranks,
+                  .stage = e.stage,
+                  .precision = e.precision,
+                  .optimizer = e.optimizer,
+                  .offload = e.offload};
+  row.paper = PaperModelStates(in);
+  row.deepspeed =
+      DeepSpeedEstimate(in, static_cast<double>(row.largest_module), knobs.gpus_per_node);
+  // The same formula over the padding elements: what they cost this rank.
+  in.psi = static_cast<double>(m.padded_numel - m.numel);
+  const StateBytes pad = PaperModelStates(in);
+  row.padding = pad.device() + pad.host;
+  row.device_memory = knobs.device_memory;
+  return row;
+}
+
+}  // namespace zero::footprint

@@ -1,0 +1,145 @@
+#include "memory/block_set.h"
+
+#include <algorithm>
+#include <iterator>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "memory/status_macros.h"
+#include "memory/units.h"
+
+namespace zero {
+
+void AddStream(StreamList& streams, Stream* stream) {
+  if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
+    streams.push_back(stream);
+  }
+}
+
+void MergeStreams(StreamList& into, const StreamList& from) {
+  for (Stream* s : from) AddStream(into, s);
+}
+
+BlockSet::iterator BlockSet::FindFit(size_t size, size_t alignment) {
+  for (auto f = free_.lower_bound({size, 0}); f != free_.end(); ++f) {
+    const uintptr_t start = AlignUp(f->second, alignment);
+    if (start + size <= f->second + f->first) return blocks_.find(f->second);
+  }
+  return blocks_.end();
+}
+
+BlockSet::iterator BlockSet::Carve(iterator it, size_t size, size_t alignment) {
+  const uintptr_t addr = it->first;
+  const uintptr_t block_end = addr + it->second.size;
+  const uintptr_t start = AlignUp(addr, alignment);
+  const uintptr_t end = start + size;
+  const uint32_t segment = it->second.segment;
+  free_.erase({it->second.size, addr});
+  // Neighbours of a free block are never free, so the pieces need no
+  // coalescing. The common case (no alignment padding) reuses the node.
+  if (block_end > end) {
+    InsertFree(end, Block{.size = block_end - end, .segment = segment,
+                          .streams = it->second.streams});
+  }
+  if (start > addr) {
+    Block used{.size = size, .allocated = true, .segment = segment,
+               .streams = it->second.streams};
+    it->second.size = start - addr;
+    free_.emplace(it->second.size, addr);
+    return blocks_.emplace(start, std::move(used)).first;
+  }
+  it->second.size = size;
+  it->second.allocated = true;
+  return it;
+}
+
+BlockSet::iterator BlockSet::InsertFree(uintptr_t addr, Block block) {
+  block.allocated = false;
+  block.requested = 0;
+  free_.emplace(block.size, addr);
+  return blocks_.emplace(addr, std::move(block)).first;
+}
+
+void BlockSet::EraseFree(iterator it) {
+  free_.erase({it->second.size, it->first});
+  blocks_.erase(it);
+}
+
+// `it` is a free block whose free_ entry is up to date; merges it with free
+// neighbours in place and returns the merged block.
+BlockSet::iterator BlockSet::Coalesce(iterator it) {
+  auto mergeable = [](const auto& lo, const auto& hi) {
+    return !lo.second.allocated && !hi.second.allocated &&
+           lo.second.segment == hi.second.segment && lo.first + lo.second.size == hi.first;
+  };
+  if (it != blocks_.begin()) {
+    auto prev = std::prev(it);
+    if (mergeable(*prev, *it)) {
+      free_.erase({prev->second.size, prev->first});
+      free_.erase({it->second.size, it->first});
+      prev->second.size += it->second.size;
+      MergeStreams(prev->second.streams, it->second.streams);
+      blocks_.erase(it);
+      it = prev;
+      free_.emplace(it->second.size, it->first);
+    }
+  }
+  auto next = std::next(it);
+  if (next != blocks_.end() && mergeable(*it, *next)) {
+    free_.erase({it->second.size, it->first});
+    it->second.size += next->second.size;
+    MergeStreams(it->second.streams, next->second.streams);
+    EraseFree(next);
+    free_.emplace(it->second.size, it->first);
+  }
+  return it;
+}
+
+BlockSet::iterator BlockSet::Free(iterator it, Stream* stream) {
+  Block& block = it->second;
+  if (stream != nullptr) AddStream(block.streams, stream);
+  block.allocated = false;
+  block.requested = 0;
+  free_.emplace(block.size, it->first);
+  return Coalesce(it);
+}
+
+absl::StatusOr<BlockSet::iterator> BlockSet::FindAllocated(uintptr_t addr, size_t bytes) {
+  const void* ptr = reinterpret_cast<const void*>(addr);
+  auto it = blocks_.find(addr);
+  if (it == blocks_.end()) {
+    auto after = blocks_.upper_bound(addr);
+    if (after != blocks_.begin()) {
+      auto holder = std::prev(after);
+      if (holder->second.allocated && addr < holder->first + holder->second.size) {
+        return absl::NotFoundError(absl::StrFormat(
+            "%p points inside the block allocated at %#x, not at its start", ptr,
+            holder->first));
+      }
+    }
+    return absl::NotFoundError(absl::StrFormat("%p was not allocated by this pool", ptr));
+  }
+  if (!it->second.allocated) {
+    return absl::FailedPreconditionError(absl::StrFormat("double free of %p", ptr));
+  }
+  if (bytes != it->second.requested) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%p was allocated with %d bytes but freed with %d", ptr,
+                        it->second.requested, bytes));
+  }
+  return it;
+}
+
+absl::Status BlockSet::OrderAfterUses(Block& block, Stream* stream) {
+  for (Stream* other : block.streams) {
+    if (other == stream) continue;
+    ASSIGN_OR_RETURN(std::shared_ptr<Event> event, other->Record());
+    if (event->Query()) continue;
+    RETURN_IF_ERROR(stream != nullptr ? stream->Wait(event) : event->Synchronize());
+  }
+  block.streams.clear();
+  if (stream != nullptr) block.streams.push_back(stream);
+  return absl::OkStatus();
+}
+
+}  // namespace zero

@@ -1,0 +1,84 @@
+// The block bookkeeping every caching pool here shares (DevicePool over the
+// UVA slice, offload's PinnedHostPool over host arenas): best fit by size,
+// split on allocation, coalesce with free neighbours by address on free, and
+// the streams that may still touch each block (stream-ordered reuse).
+//
+// It only keeps books: it never maps, touches or frees memory. Blocks merge
+// only within one segment, so a pool whose ranges are separate allocations
+// (arenas) gives each its own segment. Not thread-safe: the owning pool's
+// lock guards it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <utility>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "memory/stream.h"
+#include "memory/tag.h"
+
+namespace zero {
+
+// Almost always one or two streams: no heap allocation on the hot path.
+using StreamList = absl::InlinedVector<Stream*, 2>;
+
+class BlockSet {
+ public:
+  struct Block {
+    size_t size = 0;
+    size_t requested = 0;  // 0 when free
+    bool allocated = false;
+    Tag tag = Tag::kOther;
+    uint32_t segment = 0;  // merges only with neighbours of the same segment
+    StreamList streams;    // may still touch these bytes
+  };
+  using Map = std::map<uintptr_t, Block>;
+  using iterator = Map::iterator;
+
+  // Every block, by address. Callers may walk it and read blocks; sizes and
+  // states change only through the methods below (they keep the free index).
+  Map& blocks() { return blocks_; }
+  const Map& blocks() const { return blocks_; }
+  bool empty() const { return blocks_.empty(); }
+  size_t largest_free() const { return free_.empty() ? 0 : free_.rbegin()->first; }
+
+  // The smallest free block holding `size` bytes at `alignment`; end() if none.
+  iterator FindFit(size_t size, size_t alignment);
+  // Takes `size` bytes at `alignment` from free block `it`; the rest stays
+  // free (with the same streams). Returns the allocated block.
+  iterator Carve(iterator it, size_t size, size_t alignment);
+  // Adds a free block (no coalescing) / removes a free block.
+  iterator InsertFree(uintptr_t addr, Block block);
+  void EraseFree(iterator it);
+  // Merges free block `it` with free neighbours of its segment.
+  iterator Coalesce(iterator it);
+  // Frees an allocated block, used last by `stream` too (null: the host),
+  // and coalesces it. Returns the merged free block.
+  iterator Free(iterator it, Stream* stream);
+
+  // The allocated block at `addr` freed with `bytes`, or the error a bad free
+  // deserves (callers Annotate it with their name): NotFound (not a block
+  // start, or inside one), FailedPrecondition (double free), InvalidArgument
+  // (size differs from the request).
+  absl::StatusOr<iterator> FindAllocated(uintptr_t addr, size_t bytes);
+
+  // Orders a new use on `stream` after every other stream that may still use
+  // `block` (an event each); waiting is transitive, so `stream` alone then
+  // stands for all of them. A null stream is the calling host thread: it
+  // blocks until those streams' work is done.
+  static absl::Status OrderAfterUses(Block& block, Stream* stream);
+
+ private:
+  Map blocks_;
+  absl::btree_set<std::pair<size_t, uintptr_t>> free_;  // (size, address)
+};
+
+// Adds `stream` to `streams` once.
+void AddStream(StreamList& streams, Stream* stream);
+void MergeStreams(StreamList& into, const StreamList& from);
+
+}  // namespace zero

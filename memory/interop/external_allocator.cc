@@ -1,0 +1,194 @@
+#include "memory/interop/external_allocator.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "memory/atomic_file.h"
+#include "memory/pool_stats.h"
+#include "memory/status_macros.h"
+#include "memory/units.h"
+
+namespace zero {
+namespace {
+
+// Which counter a pool's refusal of a free belongs to (see resource.h).
+ExternalError FreeErrorKind(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound: return ExternalError::kForeignPointer;
+    case absl::StatusCode::kFailedPrecondition: return ExternalError::kDoubleFree;
+    case absl::StatusCode::kInvalidArgument: return ExternalError::kSizeMismatch;
+    default: return ExternalError::kOther;
+  }
+}
+
+}  // namespace
+
+// Error texts quote pointers and sizes, rarely anything odd, but a file that
+// a JSON parser rejects would hide every number in it.
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+absl::StatusOr<ExternalAllocatorOptions> ExternalAllocatorOptionsFromEnvironment() {
+  ExternalAllocatorOptions options;
+  if (const char* cap = std::getenv("ZERO_ALLOCATOR_CAP"); cap != nullptr && *cap != '\0') {
+    absl::StatusOr<size_t> bytes = ParseBytes(cap);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("ZERO_ALLOCATOR_CAP: ", bytes.status().message()));
+    }
+    options.cap = *bytes;
+  }
+  if (const char* path = std::getenv("ZERO_ALLOCATOR_STATS"); path != nullptr) {
+    options.stats_path = path;
+  }
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<ExternalAllocator>> ExternalAllocator::CreateFromEnvironment() {
+  ASSIGN_OR_RETURN(ExternalAllocatorOptions options, ExternalAllocatorOptionsFromEnvironment());
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceSystem> system, DeviceSystem::CreateFromEnvironment());
+  return std::make_unique<ExternalAllocator>(std::move(system), std::move(options));
+}
+
+ExternalAllocator::ExternalAllocator(std::unique_ptr<DeviceSystem> system,
+                                     ExternalAllocatorOptions options)
+    : ExternalAllocator(system.get(), std::move(options)) {
+  owned_ = std::move(system);
+}
+
+ExternalAllocator::ExternalAllocator(DeviceSystem* system, ExternalAllocatorOptions options)
+    : system_(system), options_(std::move(options)) {
+  if (options_.cap == 0) return;
+  for (int d = 0; d < system_->device_count(); ++d) {
+    limits_.push_back(std::make_unique<LimitingAdaptor>(&system_->pool(d), options_.cap));
+  }
+}
+
+absl::StatusOr<MemoryResource*> ExternalAllocator::Resource(int device) {
+  if (device < 0 || device >= system_->device_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("no device %d (there are %d)", device, system_->device_count()));
+  }
+  if (!limits_.empty()) return limits_[device].get();
+  return &system_->pool(device);
+}
+
+absl::StatusOr<Stream*> ExternalAllocator::StreamFor(int device, void* native_stream) {
+  if (system_->kind() == DeviceKind::kCuda) {
+    // Null too: PyTorch's default stream is CUDA's, not the pool's own.
+    return system_->WrapNativeStream(device, native_stream);
+  }
+  if (native_stream != nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device %d is a %s device: it has no native streams, pass a null stream", device,
+        std::string(DeviceKindName(system_->kind()))));
+  }
+  return nullptr;  // the pool's default stream
+}
+
+absl::Status ExternalAllocator::RecordFailure(ExternalError kind, absl::Status status) {
+  errors_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(last_error_mu_);
+  last_error_ = status.ToString();
+  return status;
+}
+
+absl::StatusOr<void*> ExternalAllocator::Allocate(int64_t size, int device, void* native_stream) {
+  if (size <= 0) {
+    return RecordFailure(ExternalError::kInvalidSize,
+                absl::InvalidArgumentError(absl::StrFormat(
+                    "device %d: cannot allocate %d bytes (size must be positive)", device, size)));
+  }
+  absl::StatusOr<MemoryResource*> resource = Resource(device);
+  if (!resource.ok()) return RecordFailure(ExternalError::kInvalidDevice, resource.status());
+  absl::StatusOr<Stream*> stream = StreamFor(device, native_stream);
+  if (!stream.ok()) return RecordFailure(ExternalError::kInvalidStream, stream.status());
+  absl::StatusOr<void*> ptr =
+      (*resource)->Allocate(static_cast<size_t>(size), options_.tag, *stream);
+  if (!ptr.ok()) {
+    return RecordFailure(absl::IsResourceExhausted(ptr.status()) ? ExternalError::kOutOfMemory
+                                                        : ExternalError::kOther,
+                ptr.status());
+  }
+  return ptr;
+}
+
+absl::Status ExternalAllocator::Deallocate(void* ptr, int64_t size, int device,
+                                           void* native_stream) {
+  if (ptr == nullptr) return absl::OkStatus();
+  if (size <= 0) {
+    return RecordFailure(ExternalError::kInvalidSize,
+                absl::InvalidArgumentError(absl::StrFormat(
+                    "device %d: free of %p with %d bytes (size must be positive)", device, ptr,
+                    size)));
+  }
+  absl::StatusOr<MemoryResource*> resource = Resource(device);
+  if (!resource.ok()) return RecordFailure(ExternalError::kInvalidDevice, resource.status());
+  absl::StatusOr<Stream*> stream = StreamFor(device, native_stream);
+  if (!stream.ok()) return RecordFailure(ExternalError::kInvalidStream, stream.status());
+  absl::Status status = (*resource)->Deallocate(ptr, static_cast<size_t>(size), *stream);
+  if (!status.ok()) {
+    const ExternalError kind = FreeErrorKind(status);  // before `status` is moved
+    return RecordFailure(kind, std::move(status));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ExternalAllocator::errors(ExternalError kind) const {
+  return errors_[static_cast<int>(kind)].load(std::memory_order_relaxed);
+}
+
+uint64_t ExternalAllocator::total_errors() const {
+  uint64_t total = 0;
+  for (const auto& count : errors_) total += count.load(std::memory_order_relaxed);
+  return total;
+}
+
+std::string ExternalAllocator::last_error() const {
+  std::lock_guard<std::mutex> lock(last_error_mu_);
+  return last_error_;
+}
+
+size_t ExternalAllocator::cap_used(int device) const {
+  if (limits_.empty() || device < 0 || device >= static_cast<int>(limits_.size())) return 0;
+  return limits_[device]->used();
+}
+
+std::string ExternalAllocator::StatsJson() const {
+  std::string out = absl::StrFormat("{\"kind\":\"%s\",\"cap\":%d,\"errors\":{",
+                                    std::string(DeviceKindName(system_->kind())), options_.cap);
+  for (int e = 0; e < kNumExternalErrors; ++e) {
+    absl::StrAppendFormat(&out, "%s\"%s\":%d", e == 0 ? "" : ",",
+                          std::string(kExternalErrorNames[e]), errors(static_cast<ExternalError>(e)));
+  }
+  absl::StrAppend(&out, "},\"last_error\":", JsonString(last_error()), ",\"devices\":[");
+  for (int d = 0; d < system_->device_count(); ++d) {
+    std::string pool = PoolStatsJson(system_->pool(d).stats());
+    pool.pop_back();  // reopen the object to add this allocator's view
+    absl::StrAppendFormat(&out, "%s%s,\"cap_used\":%d}", d == 0 ? "" : ",", pool, cap_used(d));
+  }
+  return out + "]}";
+}
+
+absl::Status ExternalAllocator::WriteStats(const std::string& path) const {
+  return WriteFileAtomically(path, StatsJson() + "\n");
+}
+
+}  // namespace zero

@@ -1,0 +1,143 @@
+// The C shim of libzero_allocator.so: one process-wide ExternalAllocator,
+// created on first use, and four functions that never let an exception or a
+// status cross the C boundary.
+#include "memory/interop/zero_allocator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "memory/interop/external_allocator.h"
+
+namespace zero {
+namespace {
+
+// Restores the calling thread's current CUDA device: creating the cuda
+// backend and every CudaStream call select devices, and PyTorch launches its
+// next kernel on whatever is current when we return. Inert without a driver.
+class CurrentDeviceGuard {
+ public:
+  CurrentDeviceGuard() : valid_(cudaGetDevice(&device_) == cudaSuccess) {
+    if (!valid_) (void)cudaGetLastError();
+  }
+  ~CurrentDeviceGuard() {
+    if (valid_) (void)cudaSetDevice(device_);
+  }
+  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+ private:
+  int device_ = 0;
+  const bool valid_;
+};
+
+struct Global {
+  ExternalAllocator* allocator = nullptr;  // null when creation failed
+  std::string error;                       // why it failed
+};
+
+const Global& GetGlobal();
+
+void WriteStatsAtExit() {
+  ExternalAllocator* allocator = GetGlobal().allocator;
+  absl::Status status = allocator->WriteStats(allocator->options().stats_path);
+  if (!status.ok()) {
+    std::fprintf(stderr, "zero_allocator: cannot write statistics: %s\n",
+                 status.ToString().c_str());
+  }
+}
+
+Global Create() {
+  CurrentDeviceGuard guard;
+  Global global;
+  absl::StatusOr<std::unique_ptr<ExternalAllocator>> created =
+      ExternalAllocator::CreateFromEnvironment();
+  if (!created.ok()) {
+    // Said once on stderr too: PyTorch only reports an out-of-memory error.
+    global.error = absl::StrCat("zero_allocator: ", created.status().ToString());
+    std::fprintf(stderr, "%s\n", global.error.c_str());
+    return global;
+  }
+  // Never deleted: PyTorch frees tensors during and after exit handlers, and
+  // a card's runtime may be gone by the time static destructors would run.
+  global.allocator = created->release();
+  if (!global.allocator->options().stats_path.empty()) std::atexit(WriteStatsAtExit);
+  return global;
+}
+
+const Global& GetGlobal() {
+  static const Global global = Create();  // thread-safe, once
+  return global;
+}
+
+// Runs `body` against the allocator; an exception (host memory exhausted in
+// the pool's bookkeeping) becomes a counted failure and `on_error`.
+template <typename T, typename Body>
+T Guarded(T on_error, Body body) noexcept {
+  ExternalAllocator* allocator = nullptr;
+  try {
+    allocator = GetGlobal().allocator;
+    if (allocator == nullptr) return on_error;
+    std::optional<CurrentDeviceGuard> guard;
+    if (allocator->system().kind() == DeviceKind::kCuda) guard.emplace();
+    return body(*allocator);
+  } catch (const std::exception& e) {
+    if (allocator != nullptr) {
+      (void)allocator->RecordFailure(ExternalError::kOther, absl::InternalError(e.what()));
+    }
+  } catch (...) {
+  }
+  return on_error;
+}
+
+}  // namespace
+}  // namespace zero
+
+extern "C" {
+
+void* zero_malloc(ssize_t size, int device, zero_stream_t stream) {
+  return zero::Guarded<void*>(nullptr, [&](zero::ExternalAllocator& allocator) -> void* {
+    absl::StatusOr<void*> ptr = allocator.Allocate(size, device, stream);
+    return ptr.ok() ? *ptr : nullptr;
+  });
+}
+
+void zero_free(void* ptr, ssize_t size, int device, zero_stream_t stream) {
+  zero::Guarded<bool>(false, [&](zero::ExternalAllocator& allocator) {
+    return allocator.Deallocate(ptr, size, device, stream).ok();
+  });
+}
+
+const char* zero_last_error(void) {
+  thread_local std::string text;
+  try {
+    const zero::Global& global = zero::GetGlobal();
+    text = global.allocator != nullptr ? global.allocator->last_error() : global.error;
+  } catch (...) {
+    text.clear();  // never allocates
+  }
+  return text.c_str();
+}
+
+char* zero_stats_json(void) {
+  try {
+    const zero::Global& global = zero::GetGlobal();
+    const std::string json = global.allocator != nullptr
+                                 ? global.allocator->StatsJson()
+                                 : absl::StrCat("{\"error\":", zero::JsonString(global.error), "}");
+    char* out = static_cast<char*>(std::malloc(json.size() + 1));
+    if (out != nullptr) std::memcpy(out, json.c_str(), json.size() + 1);
+    return out;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,219 @@
+// The pager: registered tensors move between one device's pool and the pinned
+// host pool, asynchronously, under a device budget.
+//
+// Every tensor has a home block in the PinnedHostPool for its whole life (so
+// eviction never needs host memory it may not get); the device copy is a
+// cache, and a clean one (acquired only for reading since its page-in) is
+// dropped without a copy. Copies run on two copy streams of the device, one
+// per direction, so an eviction's copy-out overlaps the next copy-in and both
+// overlap compute; Prefetch starts the next tensors' copies while the current
+// ones are in use. Events order copies against the acquirers' streams.
+//
+// The pager never holds more than `budget_bytes` of device memory (tensor
+// bytes). When a page-in needs room it evicts an unheld resident tensor: the
+// one whose next use is furthest away in the access order recorded during the
+// previous step (BeginStep/EndStep; Belady), least recently used when there
+// is no record. Meta devices have no bytes: the same bookkeeping, no copies.
+//
+// Thread-safe: several threads may acquire and release (different or the
+// same) tensors. Errors leave the pager as it was, except that tensors it
+// evicted on the way stay evicted. Destroy it after every Pin is released.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "memory/device_system.h"
+#include "memory/stream.h"
+#include "memory/tag.h"
+#include "offload/access_order.h"
+#include "offload/host_pool.h"
+
+namespace zero {
+
+// Where a tensor's current copy lives. Open-ended: kNvme joins later.
+enum class Residency { kDevice, kHost };
+std::string_view ResidencyName(Residency residency);
+
+// What an acquirer does with the device copy. kRead keeps it clean, so its
+// eviction costs no copy back.
+enum class Access { kReadWrite, kRead };
+
+// Names one registered tensor. Ids are never reused, so a handle kept past
+// Unregister is detected (NotFound), never confused with a newer tensor.
+struct TensorHandle {
+  uint64_t id = 0;  // 0: no tensor
+  friend bool operator==(TensorHandle, TensorHandle) = default;
+};
+
+struct PagerOptions {
+  size_t budget_bytes = 0;  // device bytes the pager may hold; must be > 0
+};
+
+struct PagerStats {
+  size_t budget = 0;
+  size_t device_bytes = 0, peak_device_bytes = 0;  // tensor bytes with a device copy
+  size_t host_bytes = 0;                           // tensor bytes resident only on host
+  size_t held_bytes = 0;                           // device bytes held by a Pin
+  uint64_t tensors = 0;
+  // A page-in or page-out is a move; the bytes count only what was copied
+  // (a clean page-out and the first page-in of a never-written tensor copy
+  // nothing).
+  uint64_t page_ins = 0, page_outs = 0;
+  uint64_t bytes_paged_in = 0, bytes_paged_out = 0;
+  uint64_t evictions = 0;   // page-outs the pager chose to make room
+  uint64_t prefetches = 0;  // page-ins started by Prefetch
+};
+
+class Pager {
+ public:
+  using Options = PagerOptions;
+  class Pin;
+
+  // Pages between `system`'s pool of `device` and `host_pool` (neither owned;
+  // both must outlive the pager). Creates its two copy streams.
+  static absl::StatusOr<std::unique_ptr<Pager>> Create(DeviceSystem* system, int device,
+                                                       PinnedHostPool* host_pool,
+                                                       Options options);
+  // Waits for pending copies and uses, then frees every tensor's memory.
+  ~Pager();
+  Pager(const Pager&) = delete;
+  Pager& operator=(const Pager&) = delete;
+
+  // A new tensor, resident on host (its home block comes from the host pool;
+  // contents undefined until first written). InvalidArgument for zero bytes
+  // or more than the whole budget; ResourceExhausted when the host pool is full.
+  absl::StatusOr<TensorHandle> Register(size_t bytes, Tag tag, std::string name);
+  // Frees the tensor's memory. FailedPrecondition while it is held.
+  absl::Status Unregister(TensorHandle handle);
+
+  // Holds the tensor on the device (paging it in, evicting others if needed)
+  // and returns its device pointer in a Pin. Work enqueued on `stream` after
+  // this call runs after the copy in and after the work of Pins of this
+  // tensor released earlier; a null stream means the calling thread uses the
+  // pointer itself (host devices only), and Acquire blocks until then.
+  // ResourceExhausted (nothing changed) when held tensors leave no room.
+  absl::StatusOr<Pin> Acquire(TensorHandle handle, Stream* stream,
+                              Access access = Access::kReadWrite);
+
+  // Starts moving one tensor; both return at once (no-op if already there).
+  // PageOut of a held tensor is FailedPrecondition.
+  absl::Status PageIn(TensorHandle handle);
+  absl::Status PageOut(TensorHandle handle);
+  // Starts paging in the next `n` distinct tensors of the recorded order
+  // (from the current position of this step) that are not resident, evicting
+  // only tensors needed later than they are. Returns how many it started.
+  absl::StatusOr<int> Prefetch(int n);
+
+  // Records the sequence of Acquire calls until EndStep; it becomes the
+  // forecast that drives eviction and Prefetch in the following steps.
+  // FailedPrecondition for BeginStep inside a step or EndStep outside one.
+  absl::Status BeginStep();
+  absl::Status EndStep();
+
+  // Evicts down to the new budget. FailedPrecondition (nothing changed) when
+  // held tensors alone exceed it; InvalidArgument for zero.
+  absl::Status SetBudget(size_t budget_bytes);
+
+  absl::StatusOr<Residency> residency(TensorHandle handle) const;
+  PagerStats stats() const;
+  int device() const { return device_; }
+  Stream* page_in_stream() const { return in_; }
+  Stream* page_out_stream() const { return out_; }
+  // Blocks until every copy started so far has finished.
+  absl::Status Synchronize();
+
+ private:
+  struct Tensor {
+    std::string name;
+    size_t bytes = 0;
+    Tag tag = Tag::kOther;
+    void* host = nullptr;     // home block in the host pool, for life
+    void* device = nullptr;   // set while resident on the device
+    bool host_valid = false;  // the home block holds data (paged out at least once)
+    bool dirty = false;       // the device copy is newer than the home block
+    int holds = 0;            // live Pins
+    uint64_t last_use = 0;    // LRU clock
+    std::shared_ptr<Event> ready;  // after the copy that made the current copy
+    std::vector<std::shared_ptr<Event>> uses;  // acquirers' work on the device copy
+  };
+
+  Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream* in, Stream* out,
+        size_t budget);
+
+  absl::StatusOr<Tensor*> Find(TensorHandle handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FailedPrecondition naming `verb` ("page out") while `t` is held.
+  absl::Status CheckNotHeld(const Tensor& t, absl::string_view verb) const;
+  size_t NextUse(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Tensor* PickVictim(size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t EvictableBytes(size_t min_next_use) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MakeRoom(const Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Evict(size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<void*> AllocateDevice(const Tensor& t, size_t min_next_use)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PageInLocked(Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PageOutLocked(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OrderOutAfterUses(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Release(TensorHandle handle, Stream* stream);
+
+  DeviceSystem* const system_;
+  const int device_;
+  DevicePool& device_pool_;
+  PinnedHostPool* const host_pool_;
+  Stream* const in_;   // page-in copies
+  Stream* const out_;  // page-out copies
+  const bool has_bytes_;
+
+  mutable std::mutex mu_;
+  std::map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);  // ordered: deterministic ties
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;  // LRU time, ticks on acquire and release
+  size_t budget_ ABSL_GUARDED_BY(mu_);
+  PagerStats stats_ ABSL_GUARDED_BY(mu_);
+  AccessOrder forecast_ ABSL_GUARDED_BY(mu_);  // the previous step's record
+  std::vector<uint64_t> recording_ ABSL_GUARDED_BY(mu_);
+  bool in_step_ ABSL_GUARDED_BY(mu_) = false;
+  size_t position_ ABSL_GUARDED_BY(mu_) = 0;  // acquires since BeginStep
+};
+
+// Holds a tensor on the device: while a Pin lives the tensor is neither
+// evicted nor paged out, and data() stays valid. Release (or destruction)
+// records an event on the acquiring stream, so the tensor's device memory is
+// copied out or reused only after the work enqueued there. Movable; must not
+// outlive its Pager.
+class Pager::Pin {
+ public:
+  Pin() = default;
+  Pin(Pin&& other) noexcept { *this = std::move(other); }
+  Pin& operator=(Pin&& other) noexcept;
+  ~Pin() { (void)Release(); }
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  TensorHandle handle() const { return handle_; }
+  bool held() const { return pager_ != nullptr; }
+  // Ends the hold early; a second call does nothing.
+  absl::Status Release();
+
+ private:
+  friend class Pager;
+  Pin(Pager* pager, TensorHandle handle, void* data, size_t bytes, Stream* stream)
+      : pager_(pager), handle_(handle), data_(data), bytes_(bytes), stream_(stream) {}
+
+  Pager* pager_ = nullptr;
+  TensorHandle handle_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Stream* stream_ = nullptr;
+};
+
+}  // namespace zero

@@ -1,0 +1,192 @@
+// The command line: what a good run prints and writes, and one line with
+// exit status 2 for every kind of bad input.
+#include "bench/footprint/cli.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "bench/footprint/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace zero::footprint {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result Footprint(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = RunFootprint(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string WriteModel(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CliTest, HelpListsPresetsAndOptions) {
+  Result r = Footprint({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("llama2-70b"));
+  EXPECT_THAT(r.out, HasSubstr("--persistence_threshold"));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CliTest, SweepPrintsOneLinePerRunAndWritesFiles) {
+  const std::string json = TempPath("f.json"), csv = TempPath("f.csv"), svg = TempPath("f.svg");
+  Result r = Footprint({"--model=gpt2-small", "--ranks=2,8", "--stage=0,1,2,3", "--precision=fp32",
+                        "--optimizer=adam,sgd", "--json=" + json, "--csv", csv, "--svg=" + svg});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rank 0 stands for all"));
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n'))
+    lines += absl::StartsWith(line, "gpt2-small");
+  EXPECT_EQ(lines, 16);
+  // Progress lines (not a terminal), one per run.
+  EXPECT_THAT(r.err, HasSubstr("footprint: [16/16] gpt2-small N=8 stage 3 fp32 sgd"));
+  absl::StatusOr<JsonValue> parsed = ParseJson(Read(json));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const JsonValue& runs = *parsed->Find("runs");
+  ASSERT_EQ(runs.items.size(), 16u);
+  EXPECT_EQ(runs.items[0].Find("psi")->AsUint(), 124'439'808u);
+  EXPECT_EQ(runs.items[0].Find("stage")->AsUint(), 0u);
+  EXPECT_EQ(runs.items[0].Find("deepspeed_gpu_bytes")->kind, JsonValue::Kind::kNull);
+  const std::vector<std::string> csv_lines = absl::StrSplit(Read(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv_lines.size(), 17u);
+  EXPECT_THAT(csv_lines[0], StartsWith("model,psi,padded_numel,"));
+  EXPECT_THAT(csv_lines[1], StartsWith("gpt2-small,124439808,"));
+  const std::string chart = Read(svg);
+  EXPECT_THAT(chart, StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_THAT(chart, HasSubstr("optimizer state"));
+  EXPECT_THAT(chart, HasSubstr("gpt2-small N=8 stage 3 fp32 sgd"));
+  EXPECT_THAT(chart, HasSubstr("</svg>"));
+}
+
+TEST(CliTest, ModelFileRuns) {
+  const std::string path = WriteModel("ok.json", R"({"name": "toy", "modules": [
+        {"name": "layer", "repeat": 3, "params": [{"name": "w", "shape": [512, 512]}]}]})");
+  Result r = Footprint({"--model=" + path, "--ranks=4", "--stage=3", "--precision=fp32"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("toy "));
+}
+
+struct BadArgs {
+  std::vector<std::string> args;
+  std::string message;  // the whole line on stderr
+};
+
+class BadInput : public ::testing::TestWithParam<BadArgs> {};
+
+TEST_P(BadInput, OneLineAndExitTwo) {
+  Result r = Footprint(GetParam().args);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + GetParam().message + "\n");
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadInput,
+    ::testing::Values(
+        BadArgs{{"--model=gpt3"},
+                "--model: unknown preset 'gpt3' (presets: gpt2-small, gpt2-medium, gpt2-large, "
+                "gpt2-xl, zero-1.5b, zero-7.5b, zero-100b, llama2-7b, llama2-13b, llama2-70b; or "
+                "a file ending in .json)"},
+        BadArgs{{"--ranks=0"}, "--ranks: '0' is not a number of ranks from 1 to 16777216"},
+        BadArgs{{"--ranks=8,,64"}, "--ranks: empty item in the list '8,,64'"},
+        BadArgs{{"--stage=4"}, "--stage: '4' is not 0, 1, 2 or 3"},
+        BadArgs{{"--stage=-1"}, "--stage: '-1' is not 0, 1, 2 or 3"},
+        BadArgs{{"--precision=fp8"}, "--precision: 'fp8' is not fp32, bf16 or fp16"},
+        BadArgs{{"--optimizer=lamb"}, "--optimizer: 'lamb' is not adam or sgd"},
+        BadArgs{{"--offload=nvme"}, "--offload: 'nvme' is not none, optimizer or parameters"},
+        BadArgs{{"--steps=0"}, "--steps: 0 is not from 1 to 1000"},
+        BadArgs{{"--bucket_elements=lots"},
+                "--bucket_elements: 'lots' is not a whole number (e.g. 500000000 or 5e8)"},
+        BadArgs{{"--device_memory=big"}, "--device_memory: 'big' is not a size like 80GB"},
+        BadArgs{{"--frobnicate=1"}, "unknown option --frobnicate (see --help)"},
+        BadArgs{{"stage3"},
+                "unexpected argument 'stage3' (options look like --name=value; see --help)"},
+        BadArgs{{"--json"}, "--json: needs a value"}));
+
+TEST(CliTest, MalformedModelFileSaysFileLineColumn) {
+  const std::string path = WriteModel("bad.json",
+                                      "{\"modules\": [\n  {\"name\": \"a\",\n   \"params\": "
+                                      "[{\"name\": \"w\", \"shape\": [0]}]}]}");
+  Result r = Footprint({"--model=" + path});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + path +
+                       ":3:39: a dimension must be an integer from 1 to 4611686018427387904, "
+                       "found 0\n");
+  const std::string dup = WriteModel(
+      "dup.json",
+      "{\"modules\": [{\"name\": \"a\", \"params\": [{\"name\": \"w\", \"shape\": [1]}]},\n"
+      "{\"name\": \"a\", \"params\": [{\"name\": \"w\", \"shape\": [1]}]}]}");
+  r = Footprint({"--model=" + dup});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + dup + ":2:10: duplicate module name 'a'\n");
+  r = Footprint({"--model=" + TempPath("missing.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot read the model file"));
+}
+
+TEST(CliTest, AnOptionTheEngineRejectsIsOneLineAndExitTwo) {
+  Result r = Footprint(
+      {"--model=gpt2-small", "--ranks=2", "--stage=1", "--precision=fp32", "--bucket_elements=0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "footprint: gpt2-small N=2 stage 1 fp32 adam: INVALID_ARGUMENT: bucket_elements is "
+            "zero\n");
+}
+
+TEST(CliTest, SweepLeavesOutWhatTheEngineCannotDoAndSaysSo) {
+  Result r =
+      Footprint({"--model=gpt2-small", "--ranks=2", "--stage=0,3", "--offload=none,parameters"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("footprint: left out 1 run of the sweep: parameter offload needs "
+                               "stage 3\n"));
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n'))
+    lines += absl::StartsWith(line, "gpt2-small");
+  EXPECT_EQ(lines, 3);
+  EXPECT_THAT(r.out, HasSubstr("p.host"));  // offload columns
+  // Alone, the same run is an error.
+  r = Footprint({"--model=gpt2-small", "--ranks=2", "--stage=0", "--offload=parameters"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "footprint: gpt2-small N=2 stage 0 bf16 adam offload=parameters: "
+            "INVALID_ARGUMENT: parameter offload needs stage 3\n");
+}
+
+TEST(CliTest, UnwritableOutputIsExitOne) {
+  Result r = Footprint({"--model=gpt2-small", "--ranks=2", "--stage=0", "--precision=fp32",
+                        "--csv=/nonexistent/dir/out.csv"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, StartsWith("footprint: cannot write /nonexistent/dir/out.csv"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+}  // namespace
+}  // namespace zero::footprint

@@ -1,0 +1,189 @@
+// Four threads page 32 random tensors of random bytes out and in, in random
+// orders, through a budget far below their total: host reads and writes,
+// reads and writes queued on compute streams, explicit moves, prefetch and
+// recorded steps. Every tensor keeps its bytes (checksums), and the budget
+// holds after every operation, in the pager's books and the device pool's.
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "memory/device_system.h"
+#include "memory/units.h"
+#include "offload/pager.h"
+
+namespace zero {
+namespace {
+
+constexpr int kThreads = 4;
+constexpr int kTensorsPerThread = 8;
+constexpr int kOpsPerThread = 400;
+constexpr size_t kBudget = kMiB;
+
+// Deterministic contents from a seed: what a tensor should hold.
+void FillFrom(uint64_t seed, void* data, size_t bytes) {
+  std::mt19937_64 rng(seed);
+  auto* p = static_cast<unsigned char*>(data);
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t word = rng();
+    std::memcpy(p + i, &word, std::min<size_t>(8, bytes - i));
+  }
+}
+
+uint64_t Checksum(const void* data, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t ChecksumOf(uint64_t seed, size_t bytes) {
+  std::vector<unsigned char> buffer(bytes);
+  FillFrom(seed, buffer.data(), bytes);
+  return Checksum(buffer.data(), bytes);
+}
+
+struct Owned {
+  TensorHandle handle;
+  size_t bytes = 0;
+  uint64_t checksum = 0;  // what it must hold once earlier work is done
+};
+
+class PagerStressTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto system = DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB});
+    ASSERT_TRUE(system.ok()) << system.status();
+    system_ = std::move(*system);
+    auto host = PinnedHostPool::Create(system_.get(), 16 * kMiB, {.arena_bytes = 4 * kMiB});
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = std::move(*host);
+    auto pager = Pager::Create(system_.get(), 0, host_.get(), {.budget_bytes = kBudget});
+    ASSERT_TRUE(pager.ok()) << pager.status();
+    pager_ = std::move(*pager);
+  }
+
+  void CheckBudget() {
+    const PagerStats s = pager_->stats();
+    ASSERT_LE(s.device_bytes, kBudget);
+    ASSERT_LE(s.peak_device_bytes, kBudget);
+    ASSERT_LE(system_->pool(0).stats().requested, kBudget);
+  }
+
+  // One random operation on one of the thread's own tensors.
+  void RandomOp(int thread, std::mt19937_64& rng, Stream* compute, Owned& t) {
+    switch (rng() % 7) {
+      case 0: {  // read on the host
+        auto pin = pager_->Acquire(t.handle, nullptr, Access::kRead);
+        ASSERT_TRUE(pin.ok()) << pin.status();
+        ASSERT_EQ(Checksum(pin->data(), t.bytes), t.checksum);
+        break;
+      }
+      case 1: {  // rewrite on the host
+        auto pin = pager_->Acquire(t.handle, nullptr);
+        ASSERT_TRUE(pin.ok()) << pin.status();
+        ASSERT_EQ(Checksum(pin->data(), t.bytes), t.checksum);
+        const uint64_t seed = rng();
+        FillFrom(seed, pin->data(), t.bytes);
+        t.checksum = Checksum(pin->data(), t.bytes);
+        break;
+      }
+      case 2: {  // check and rewrite on a compute stream, still queued at release
+        auto pin = pager_->Acquire(t.handle, compute);
+        ASSERT_TRUE(pin.ok()) << pin.status();
+        const uint64_t seed = rng();
+        const uint64_t expected = t.checksum;
+        t.checksum = ChecksumOf(seed, t.bytes);
+        void* data = pin->data();
+        const size_t bytes = t.bytes;
+        ASSERT_TRUE(compute->Enqueue([this, data, bytes, seed, expected] {
+          if (Checksum(data, bytes) != expected) ++stream_mismatches_;
+          FillFrom(seed, data, bytes);
+        }).ok());
+        break;
+      }
+      case 3:
+        ASSERT_TRUE(pager_->PageOut(t.handle).ok());
+        break;
+      case 4:
+        ASSERT_TRUE(pager_->PageIn(t.handle).ok());
+        break;
+      case 5: {
+        auto started = pager_->Prefetch(1 + rng() % 3);
+        ASSERT_TRUE(started.ok()) << started.status();
+        break;
+      }
+      default:  // only thread 0 opens and closes steps, so they never nest
+        if (thread == 0) {
+          ASSERT_TRUE((in_step_ ? pager_->EndStep() : pager_->BeginStep()).ok());
+          in_step_ = !in_step_;
+        }
+        break;
+    }
+  }
+
+  std::unique_ptr<DeviceSystem> system_;
+  std::unique_ptr<PinnedHostPool> host_;
+  std::unique_ptr<Pager> pager_;
+  std::atomic<int> stream_mismatches_{0};
+  bool in_step_ = false;  // thread 0 only
+};
+
+TEST_F(PagerStressTest, RandomMovesFromFourThreadsKeepBytesWithinBudget) {
+  std::vector<std::vector<Owned>> owned(kThreads);
+  std::mt19937_64 setup(2024);
+  for (int th = 0; th < kThreads; ++th) {
+    for (int i = 0; i < kTensorsPerThread; ++i) {
+      Owned t;
+      t.bytes = 1 + setup() % (96 * kKiB);  // odd sizes too
+      auto h = pager_->Register(t.bytes, static_cast<Tag>(i % kNumTags),
+                                "t" + std::to_string(th) + "." + std::to_string(i));
+      ASSERT_TRUE(h.ok()) << h.status();
+      t.handle = *h;
+      auto pin = pager_->Acquire(t.handle, nullptr);
+      ASSERT_TRUE(pin.ok()) << pin.status();
+      FillFrom(setup(), pin->data(), t.bytes);
+      t.checksum = Checksum(pin->data(), t.bytes);
+      owned[th].push_back(t);
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([this, th, &owned] {
+      std::mt19937_64 rng(th + 1);
+      Stream* compute = *system_->CreateStream(0);
+      for (int op = 0; op < kOpsPerThread && !HasFatalFailure(); ++op) {
+        RandomOp(th, rng, compute, owned[th][rng() % kTensorsPerThread]);
+        CheckBudget();
+      }
+      ASSERT_TRUE(compute->Synchronize().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(stream_mismatches_.load(), 0) << "a stream saw bytes it did not expect";
+  for (const auto& mine : owned) {
+    for (const Owned& t : mine) {
+      auto pin = pager_->Acquire(t.handle, nullptr, Access::kRead);
+      ASSERT_TRUE(pin.ok()) << pin.status();
+      EXPECT_EQ(Checksum(pin->data(), t.bytes), t.checksum);
+    }
+  }
+  const PagerStats s = pager_->stats();
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_GT(s.bytes_paged_out, 0u);
+  EXPECT_GT(s.bytes_paged_in, 0u);
+  EXPECT_EQ(s.device_bytes + s.host_bytes, [&] {
+    size_t total = 0;
+    for (const auto& mine : owned) for (const Owned& t : mine) total += t.bytes;
+    return total;
+  }());
+  CheckBudget();
+}
+
+}  // namespace
+}  // namespace zero
