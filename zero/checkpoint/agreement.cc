@@ -30,8 +30,8 @@ absl::StatusOr<std::string> Agreement::AllGather(std::string_view record) {
 
 absl::StatusOr<std::string> Agreement::FromRoot(std::string_view value) {
   if (value.size() > kMaxRootBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a value of ", value.size(),
-                                                   " bytes is too long to broadcast"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a value of ", value.size(), " bytes is too long to broadcast"));
   }
   if (world_size() == 1) return std::string(value);
   constexpr size_t kBytes = sizeof(uint32_t) + kMaxRootBytes;
@@ -41,8 +41,8 @@ absl::StatusOr<std::string> Agreement::FromRoot(std::string_view value) {
   std::memcpy(host.data() + sizeof length, value.data(), value.size());
   ASSIGN_OR_RETURN(Buffer buffer, Buffer::Allocate(&pool_, kBytes, Tag::kCommunication, stream_));
   RETURN_IF_ERROR(stream_->Copy(buffer.data(), host.data(), kBytes));
-  RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), buffer.data(), kBytes / sizeof(float),
-                                  DType::kF32, /*root=*/0, stream_));
+  RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), buffer.data(), kBytes / sizeof(float), DType::kF32,
+                                  /*root=*/0, stream_));
   RETURN_IF_ERROR(stream_->Copy(host.data(), buffer.data(), kBytes));
   RETURN_IF_ERROR(stream_->Synchronize());
   uint32_t got;
@@ -54,8 +54,8 @@ absl::StatusOr<std::string> Agreement::FromRoot(std::string_view value) {
 std::string Agreement::EncodeStatus(const absl::Status& status) {
   std::string record(kStatusBytes, '\0');
   const int32_t code = static_cast<int32_t>(status.code());
-  const std::string_view message =
-      status.message().substr(0, kStatusBytes - 2 * sizeof(uint32_t));
+  const std::string message =
+      std::string(status.message()).substr(0, kStatusBytes - 2 * sizeof(uint32_t));
   const uint32_t length = static_cast<uint32_t>(message.size());
   std::memcpy(record.data(), &code, sizeof code);
   std::memcpy(record.data() + 4, &length, sizeof length);
@@ -71,7 +71,7 @@ absl::Status Agreement::DecodeStatus(std::string_view record, int rank) {
   if (code == 0) return absl::OkStatus();
   if (length > kStatusBytes - 8) length = kStatusBytes - 8;
   return absl::Status(static_cast<absl::StatusCode>(code),
-                      absl::StrCat("rank ", rank, ": ", record.substr(8, length)));
+                      absl::StrCat("rank ", rank, ": ", std::string(record.substr(8, length))));
 }
 
 absl::Status Agreement::FirstError(std::string_view records, size_t stride, int world) {

@@ -32,8 +32,8 @@ absl::StatusOr<std::string> CreateStepFolder(const std::string& root, int64_t st
 }
 
 absl::Status PointLatestAt(const std::string& root, const std::string& step_folder) {
-  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(root, "/", kLatestName),
-                                      absl::StrCat(step_folder, "\n")));
+  RETURN_IF_ERROR(
+      WriteFileAtomically(absl::StrCat(root, "/", kLatestName), absl::StrCat(step_folder, "\n")));
   return SyncDirectory(root);
 }
 
@@ -42,15 +42,15 @@ absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   const std::string latest = absl::StrCat(path, "/", kLatestName);
   absl::StatusOr<std::string> name = ReadWholeFile(latest);
   if (absl::IsNotFound(name.status())) {
-    return absl::NotFoundError(absl::StrFormat(
-        "no checkpoint at '%s': neither '%s/%s' nor '%s' exists", path, path, kManifestName,
-        latest));
+    return absl::NotFoundError(
+        absl::StrFormat("no checkpoint at '%s': neither '%s/%s' nor '%s' exists", path, path,
+                        kManifestName, latest));
   }
   if (!name.ok()) return name.status();
   const std::string folder(absl::StripAsciiWhitespace(*name));
   if (folder.empty() || folder.find('/') != std::string::npos || folder[0] == '.') {
-    return absl::DataLossError(
-        absl::StrFormat("'%s' should name a checkpoint folder beside it, not '%s'", latest, folder));
+    return absl::DataLossError(absl::StrFormat(
+        "'%s' should name a checkpoint folder beside it, not '%s'", latest, folder));
   }
   return absl::StrCat(path, "/", folder);
 }

@@ -21,7 +21,8 @@ std::string SafetensorsHeader(const Manifest& m) {
   uint64_t offset = 0;
   for (const ParamRecord& p : m.params) {
     const uint64_t bytes = p.numel * sizeof(float);
-    absl::StrAppendFormat(&header, ",%s:{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}",
+    absl::StrAppendFormat(&header,
+                          ",%s:{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}",
                           json::Quote(p.name), p.numel, offset, offset + bytes);
     offset += bytes;
   }

@@ -25,7 +25,7 @@ constexpr auto kTables = MakeTables();
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const unsigned char* p,
-                                                           size_t n) {
+                                                          size_t n) {
   uint64_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t word;

@@ -122,9 +122,9 @@ absl::Status RandomAccessFile::ReadAt(uint64_t offset, void* dst, size_t bytes) 
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("cannot read", path_);
     if (n == 0) {
-      return absl::DataLossError(absl::StrFormat(
-          "'%s' ends at byte %d, before the %d bytes at offset %d: truncated", path_,
-          offset + done, bytes, offset));
+      return absl::DataLossError(
+          absl::StrFormat("'%s' ends at byte %d, before the %d bytes at offset %d: truncated",
+                          path_, offset + done, bytes, offset));
     }
     done += static_cast<size_t>(n);
   }

@@ -176,16 +176,31 @@ class Parser {
       if (pos_ >= text_.size()) break;
       const char e = text_[pos_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u':
           if (absl::Status s = AppendCodePoint(out); !s.ok()) return s;
           break;
-        default: return Error("bad escape");
+        default:
+          return Error("bad escape");
       }
     }
     return Error("unterminated string");
@@ -196,7 +211,7 @@ class Parser {
 };
 
 absl::Status TypeError(const std::string& where, std::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat("'", where, "' is not ", expected));
+  return absl::InvalidArgumentError(absl::StrFormat("'%s' is not %s", where, expected));
 }
 
 }  // namespace
@@ -214,11 +229,21 @@ std::string Quote(std::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
@@ -235,7 +260,7 @@ absl::StatusOr<const Value*> Member(const Value& object, std::string_view key,
   if (object.kind != Value::Kind::kObject) return TypeError(where, "an object");
   const Value* v = object.Find(key);
   if (v == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("'", where, "' has no member '", key, "'"));
+    return absl::InvalidArgumentError(absl::StrFormat("'%s' has no member '%s'", where, key));
   }
   return v;
 }

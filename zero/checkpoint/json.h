@@ -20,8 +20,8 @@ struct Value {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  std::string text;  // a number's text or a string's decoded value
-  std::vector<Value> items;                           // kArray
+  std::string text;          // a number's text or a string's decoded value
+  std::vector<Value> items;  // kArray
   std::vector<std::pair<std::string, Value>> members;  // kObject, in document order
 
   // The first member named `key`, or null.

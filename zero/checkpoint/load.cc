@@ -47,10 +47,10 @@ absl::Status StageRuns(const Participant& p, VerifiedReader& reader, Staged& sta
     const ParamRecord& param = staged.manifest.params[run.param];
     for (int b = 0; b < BufferCount(p); ++b) {
       // Chunks are sorted by (buffer, begin): the first that ends past run.begin.
-      auto it = std::partition_point(param.chunks.begin(), param.chunks.end(),
-                                     [&](const ChunkRecord& c) {
-                                       return c.buffer < b || (c.buffer == b && c.end <= run.begin);
-                                     });
+      auto it =
+          std::partition_point(param.chunks.begin(), param.chunks.end(), [&](const ChunkRecord& c) {
+            return c.buffer < b || (c.buffer == b && c.end <= run.begin);
+          });
       for (; it != param.chunks.end() && it->buffer == b && it->begin < run.end; ++it) {
         RETURN_IF_ERROR(StageChunk(reader, param, *it, run, staged.values.data() + b * shard));
       }
@@ -96,8 +96,9 @@ Engine::ResumePoint PointFor(const Manifest& m, const Engine& engine) {
 }  // namespace
 
 absl::Status Load(const Participant& p, const std::string& path) {
-  auto context = [&](const absl::Status& s, std::string_view extra = "") {
-    return absl::Status(s.code(), absl::StrCat("loading checkpoint '", path, "': ", s.message(), extra));
+  auto context = [&](const absl::Status& s, const char* extra = "") {
+    return absl::Status(s.code(),
+                        absl::StrCat("loading checkpoint '", path, "': ", s.message(), extra));
   };
   if (absl::Status s = CheckParticipant(p); !s.ok()) return context(s);
   Agreement agree = AgreementFor(p);

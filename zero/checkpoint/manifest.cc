@@ -16,7 +16,7 @@
 namespace zero::checkpoint {
 namespace {
 
-constexpr std::string_view kHeaderWord = "zero-checkpoint-manifest";
+constexpr char kHeaderWord[] = "zero-checkpoint-manifest";
 
 void AppendScaler(std::string& out, const std::optional<LossScaler::State>& s) {
   if (!s) {
@@ -52,7 +52,8 @@ std::string ManifestJson(const Manifest& m) {
       "\"buffers\": [",
       kFormatVersion, m.Fingerprint(), json::Quote(Name(m.param_dtype)), json::Quote(m.optimizer),
       m.state_buffers);
-  for (int b = 0; b < m.buffers(); ++b) absl::StrAppend(&out, b ? ", " : "", "\"", BufferName(b), "\"");
+  for (int b = 0; b < m.buffers(); ++b)
+    absl::StrAppend(&out, b ? ", " : "", "\"", BufferName(b), "\"");
   absl::StrAppendFormat(&out, "],\n\"steps\": %d,\n\"loss_scaler\": ", m.steps);
   AppendScaler(out, m.loss_scaler);
   absl::StrAppendFormat(&out,
@@ -74,20 +75,20 @@ std::string ManifestJson(const Manifest& m) {
 // The JSON after a valid header line; DataLoss when it is cut or altered.
 absl::StatusOr<std::string_view> CheckedBody(std::string_view text, const std::string& path) {
   const size_t newline = text.find('\n');
-  std::vector<std::string_view> words =
-      absl::StrSplit(text.substr(0, newline == std::string_view::npos ? 0 : newline), ' ');
+  // Debian's abseil has its own string_view: the split and number parsers take that.
+  const absl::string_view line(text.data(), newline == std::string_view::npos ? 0 : newline);
+  std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
   uint32_t crc = 0;
   uint64_t bytes = 0;
   const bool ok = words.size() == 4 && words[0] == kHeaderWord &&
                   words[1] == absl::StrCat("v", kFormatVersion) &&
                   absl::ConsumePrefix(&words[2], "crc32c=") &&
-                  absl::SimpleHexAtoi(words[2], &crc) &&
-                  absl::ConsumePrefix(&words[3], "bytes=") &&
+                  absl::SimpleHexAtoi(words[2], &crc) && absl::ConsumePrefix(&words[3], "bytes=") &&
                   absl::SimpleAtoi(words[3], &bytes);
   if (!ok) {
-    return absl::DataLossError(absl::StrFormat(
-        "manifest '%s' does not start with a '%s v%d crc32c=... bytes=...' line", path,
-        kHeaderWord, kFormatVersion));
+    return absl::DataLossError(
+        absl::StrFormat("manifest '%s' does not start with a '%s v%d crc32c=... bytes=...' line",
+                        path, kHeaderWord, kFormatVersion));
   }
   const std::string_view body = text.substr(newline + 1);
   if (body.size() != bytes) {
@@ -128,7 +129,7 @@ absl::StatusOr<DType> ParseDType(const json::Value& v) {
 absl::StatusOr<int> IntField(const json::Value& object, std::string_view key,
                              const std::string& where) {
   ASSIGN_OR_RETURN(const json::Value* v, json::Member(object, key, where));
-  const std::string at = absl::StrCat(where, ".", key);
+  const std::string at = absl::StrFormat("%s.%s", where, key);
   ASSIGN_OR_RETURN(uint64_t u, json::AsUint(*v, at));
   if (u > (1u << 30)) return absl::InvalidArgumentError(absl::StrCat("'", at, "' is too large"));
   return static_cast<int>(u);
@@ -137,13 +138,13 @@ absl::StatusOr<int> IntField(const json::Value& object, std::string_view key,
 absl::StatusOr<uint64_t> UintField(const json::Value& object, std::string_view key,
                                    const std::string& where) {
   ASSIGN_OR_RETURN(const json::Value* v, json::Member(object, key, where));
-  return json::AsUint(*v, absl::StrCat(where, ".", key));
+  return json::AsUint(*v, absl::StrFormat("%s.%s", where, key));
 }
 
 absl::StatusOr<std::string> StringField(const json::Value& object, std::string_view key,
                                         const std::string& where) {
   ASSIGN_OR_RETURN(const json::Value* v, json::Member(object, key, where));
-  return json::AsString(*v, absl::StrCat(where, ".", key));
+  return json::AsString(*v, absl::StrFormat("%s.%s", where, key));
 }
 
 absl::Status ParseTopLevel(const json::Value& doc, Manifest& m) {
@@ -215,33 +216,42 @@ absl::Status ParseParams(const json::Value& doc, Manifest& m) {
   return absl::OkStatus();
 }
 
-// Every buffer of `p` covered exactly once, each chunk inside its file.
+// Every buffer of `p` covered exactly once, in order, each chunk inside its file.
 absl::Status CheckChunks(const Manifest& m, const ParamRecord& p) {
-  auto bad = [&](const ChunkRecord& c, std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "parameter '%s': chunk %s [%d, %d) %s", p.name, BufferName(c.buffer), c.begin, c.end, why));
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrFormat("parameter '%s': %s", p.name, what));
   };
   int buffer = 0;
-  uint64_t covered = 0;
+  uint64_t covered = 0;  // elements of `buffer` so far
   for (const ChunkRecord& c : p.chunks) {
     if (covered == p.numel && c.buffer == buffer + 1) {  // the next buffer starts
       ++buffer;
       covered = 0;
     }
-    if (c.buffer != buffer || c.begin != covered || c.end <= c.begin || c.end > p.numel) {
-      return bad(c, "leaves a gap, overlaps or lies outside the parameter");
+    if (c.buffer != buffer || c.begin != covered) {
+      return bad(covered < p.numel
+                     ? absl::StrFormat("%s elements [%d, %d) are in no chunk", BufferName(buffer),
+                                       covered, c.buffer == buffer ? c.begin : p.numel)
+                     : absl::StrFormat("chunk %s [%d, %d) overlaps another or is out of order",
+                                       BufferName(c.buffer), c.begin, c.end));
     }
-    if (c.file < 0 || c.file >= static_cast<int>(m.files.size())) return bad(c, "names no file");
+    if (c.end <= c.begin || c.end > p.numel) {
+      return bad(absl::StrFormat("chunk %s [%d, %d) is empty or past the end", BufferName(c.buffer),
+                                 c.begin, c.end));
+    }
     const uint64_t bytes = (c.end - c.begin) * sizeof(float);
-    if (c.offset < kDataHeaderBytes || c.offset + bytes > m.files[c.file].bytes) {
-      return bad(c, "lies outside its file");
+    if (c.file < 0 || c.file >= static_cast<int>(m.files.size()) || c.offset < kDataHeaderBytes ||
+        c.offset + bytes > m.files[c.file].bytes) {
+      return bad(absl::StrFormat("chunk %s [%d, %d) lies outside its file", BufferName(c.buffer),
+                                 c.begin, c.end));
     }
     covered = c.end;
   }
-  if (buffer != m.buffers() - 1 || covered != p.numel) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "parameter '%s': its chunks do not cover all %d buffers", p.name, m.buffers()));
+  if (covered != p.numel) {
+    return bad(absl::StrFormat("%s elements [%d, %d) are in no chunk", BufferName(buffer), covered,
+                               p.numel));
   }
+  if (buffer != m.buffers() - 1) return bad(absl::StrCat(BufferName(buffer + 1), " has no chunks"));
   return absl::OkStatus();
 }
 
@@ -251,14 +261,13 @@ absl::Status CheckConsistency(const json::Value& doc, const Manifest& m) {
     return absl::InvalidArgumentError("model_fingerprint does not match the parameters listed");
   }
   if (m.world_size < 1 || m.files.size() != static_cast<size_t>(m.world_size)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d data files for a world size of %d", m.files.size(), m.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d data files for a world size of %d", m.files.size(), m.world_size));
   }
   for (int r = 0; r < m.world_size; ++r) {
     if (m.files[r].name != DataFileName(r, m.world_size)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("files[%d] is '%s', not '%s'", r, m.files[r].name,
-                          DataFileName(r, m.world_size)));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "files[%d] is '%s', not '%s'", r, m.files[r].name, DataFileName(r, m.world_size)));
     }
   }
   for (const ParamRecord& p : m.params) RETURN_IF_ERROR(CheckChunks(m, p));
@@ -312,8 +321,8 @@ absl::Status CheckMatches(const Manifest& m, const Layout& layout, std::string_v
   const std::vector<ParamSlot>& params = layout.params();
   for (size_t i = 0; i < std::max(params.size(), m.params.size()); ++i) {
     if (i >= params.size() || i >= m.params.size()) {
-      return mismatch(absl::StrFormat("it holds %d parameters, this model has %d",
-                                      m.params.size(), params.size()));
+      return mismatch(absl::StrFormat("it holds %d parameters, this model has %d", m.params.size(),
+                                      params.size()));
     }
     if (params[i].name != m.params[i].name || params[i].numel != m.params[i].numel) {
       return mismatch(absl::StrFormat(
@@ -322,9 +331,9 @@ absl::Status CheckMatches(const Manifest& m, const Layout& layout, std::string_v
     }
   }
   if (m.optimizer != optimizer || m.state_buffers != state_buffers) {
-    return mismatch(absl::StrFormat(
-        "saved with optimizer '%s' (%d state buffers), this engine has '%s' (%d)", m.optimizer,
-        m.state_buffers, optimizer, state_buffers));
+    return mismatch(
+        absl::StrFormat("saved with optimizer '%s' (%d state buffers), this engine has '%s' (%d)",
+                        m.optimizer, m.state_buffers, optimizer, state_buffers));
   }
   return absl::OkStatus();
 }

@@ -38,11 +38,11 @@ inline constexpr char kManifestName[] = "manifest";
 std::string BufferName(int buffer);
 
 struct ChunkRecord {
-  int buffer;          // 0: fp32 master weights; 1 + i: optimizer state i
+  int buffer;           // 0: fp32 master weights; 1 + i: optimizer state i
   uint64_t begin, end;  // parameter elements
-  int file;            // index into Manifest::files
-  uint64_t offset;     // byte offset of the data in that file
-  uint32_t crc32c;     // of the data
+  int file;             // index into Manifest::files
+  uint64_t offset;      // byte offset of the data in that file
+  uint32_t crc32c;      // of the data
 };
 
 struct ParamRecord {
@@ -67,7 +67,7 @@ struct Manifest {
   int world_size = 1;  // at save
   int stage = 0;       // at save; informational
   uint64_t chunk_elements = 0;
-  std::vector<FileRecord> files;   // one per saving rank, in rank order
+  std::vector<FileRecord> files;    // one per saving rank, in rank order
   std::vector<ParamRecord> params;  // registration order
 
   int buffers() const { return 1 + state_buffers; }
@@ -87,7 +87,6 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view text, const std::string&
 // holds this model (same names and element counts in the same order) and
 // this optimizer (same name and number of state buffers).
 absl::Status CheckMatches(const Manifest& manifest, const Layout& layout,
-                          std::string_view optimizer, int state_buffers,
-                          const std::string& path);
+                          std::string_view optimizer, int state_buffers, const std::string& path);
 
 }  // namespace zero::checkpoint

@@ -69,8 +69,8 @@ absl::StatusOr<WrittenFile> WriteDataFile(const Participant& p, const std::strin
     RETURN_IF_ERROR(writer.Append(data, bytes));
   }
   if (writer.bytes() != plan.bytes) {
-    return absl::InternalError(absl::StrFormat("wrote %d bytes, planned %d", writer.bytes(),
-                                               plan.bytes));
+    return absl::InternalError(
+        absl::StrFormat("wrote %d bytes, planned %d", writer.bytes(), plan.bytes));
   }
   out.bytes = writer.bytes();
   out.crc32c = writer.crc32c();
@@ -98,15 +98,18 @@ Manifest BuildManifest(const Participant& p, const std::vector<DataFilePlan>& pl
                        std::string_view records, size_t chunk_elements) {
   const Engine& engine = p.engine;
   const Engine::ResumePoint point = engine.resume_point();
-  Manifest m{.optimizer = std::string(p.optimizer.name()),
-             .state_buffers = p.optimizer.state_buffers(),
-             .param_dtype = engine.config().param_dtype,
-             .steps = point.steps,
-             .loss_scaler = point.loss_scaler,
-             .world_size = p.comm.world_size(),
-             .stage = engine.config().stage,
-             .chunk_elements = chunk_elements};
-  for (const ParamSlot& slot : engine.layout().params()) m.params.push_back({slot.name, slot.numel, {}});
+  Manifest m;
+  m.optimizer = std::string(p.optimizer.name());
+  m.state_buffers = p.optimizer.state_buffers();
+  m.param_dtype = engine.config().param_dtype;
+  m.steps = point.steps;
+  m.loss_scaler = point.loss_scaler;
+  m.world_size = p.comm.world_size();
+  m.stage = engine.config().stage;
+  m.chunk_elements = chunk_elements;
+  for (const ParamSlot& slot : engine.layout().params()) {
+    m.params.push_back({slot.name, slot.numel, {}});
+  }
   const size_t stride = records.size() / plans.size();
   for (int r = 0; r < static_cast<int>(plans.size()); ++r) {
     const char* rec = records.data() + r * stride + Agreement::kStatusBytes;
@@ -128,8 +131,8 @@ Manifest BuildManifest(const Participant& p, const std::vector<DataFilePlan>& pl
 // Rank 0, once every data file is in place: the manifest, then `latest`.
 absl::Status Publish(const Manifest& manifest, const std::string& root, const std::string& name) {
   const std::string folder = absl::StrCat(root, "/", name);
-  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(folder, "/", kManifestName),
-                                      SerializeManifest(manifest)));
+  RETURN_IF_ERROR(
+      WriteFileAtomically(absl::StrCat(folder, "/", kManifestName), SerializeManifest(manifest)));
   RETURN_IF_ERROR(SyncDirectory(folder));
   return PointLatestAt(root, name);
 }

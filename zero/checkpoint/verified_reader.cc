@@ -14,18 +14,18 @@ VerifiedReader::VerifiedReader(std::string folder, const Manifest& manifest)
 absl::Status VerifiedReader::CheckFile(const RandomAccessFile& file, int index) const {
   const FileRecord& record = manifest_.files[index];
   if (file.size() != record.bytes) {
-    return absl::DataLossError(absl::StrFormat(
-        "'%s' is %d bytes, the manifest says %d: truncated or replaced", file.path(), file.size(),
-        record.bytes));
+    return absl::DataLossError(
+        absl::StrFormat("'%s' is %d bytes, the manifest says %d: truncated or replaced",
+                        file.path(), file.size(), record.bytes));
   }
   std::string bytes(kDataHeaderBytes, '\0');
   RETURN_IF_ERROR(file.ReadAt(0, bytes.data(), bytes.size()));
   ASSIGN_OR_RETURN(DataFileHeader header, DecodeDataHeader(bytes, file.path()));
   if (header.rank != static_cast<uint32_t>(index) ||
       header.world_size != static_cast<uint32_t>(manifest_.world_size)) {
-    return absl::DataLossError(absl::StrFormat(
-        "'%s' was written by rank %d of %d; the manifest expects rank %d of %d", file.path(),
-        header.rank, header.world_size, index, manifest_.world_size));
+    return absl::DataLossError(
+        absl::StrFormat("'%s' was written by rank %d of %d; the manifest expects rank %d of %d",
+                        file.path(), header.rank, header.world_size, index, manifest_.world_size));
   }
   if (header.model_fingerprint != manifest_.Fingerprint()) {
     return absl::DataLossError(
@@ -55,8 +55,8 @@ absl::StatusOr<std::span<const float>> VerifiedReader::Read(const ParamRecord& p
     return absl::DataLossError(absl::StrFormat(
         "'%s': the chunk of '%s' (%s, elements [%d, %d)) at byte %d fails its checksum "
         "(crc32c %08x, the manifest says %08x): corrupted",
-        file->path(), param.name, BufferName(chunk.buffer),
-        chunk.begin, chunk.end, chunk.offset, crc, chunk.crc32c));
+        file->path(), param.name, BufferName(chunk.buffer), chunk.begin, chunk.end, chunk.offset,
+        crc, chunk.crc32c));
   }
   return std::span<const float>(values_);
 }

@@ -1,0 +1,191 @@
+// The checkpoint format's parts on their own: CRC-32C, the JSON subset, the
+// manifest's round trip and checks, and the chunk plan's coverage.
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "zero/checkpoint/chunk_plan.h"
+#include "zero/checkpoint/crc32c.h"
+#include "zero/checkpoint/data_file.h"
+#include "zero/checkpoint/json.h"
+#include "zero/checkpoint/manifest.h"
+
+namespace zero::checkpoint {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Crc32c, KnownValues) {
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);            // the standard check value
+  EXPECT_EQ(Crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4
+  EXPECT_EQ(Crc32c(std::string(32, '\xff')), 0x62A8AB43u);
+  EXPECT_EQ(Crc32c("", 0), 0u);
+}
+
+TEST(Crc32c, InstructionMatchesTablesAndExtends) {
+  std::mt19937 rng(7);
+  std::string data(4099, '\0');
+  for (char& c : data) c = static_cast<char>(rng());
+  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 1000u, 4099u}) {
+    EXPECT_EQ(Crc32c(data.data(), n), Crc32cExtendPortable(0, data.data(), n)) << n;
+    const size_t half = n / 3;
+    EXPECT_EQ(Crc32c(data.data(), n),
+              Crc32cExtend(Crc32c(data.data(), half), data.data() + half, n - half))
+        << n;
+  }
+}
+
+TEST(Json, ParsesWhatTheFilesUse) {
+  absl::StatusOr<json::Value> v = json::Parse(
+      R"( {"a": [1, -2, 3.5e2, true, false, null], "s": "q\"\\\n\u00e9\ud83d\ude00",
+           "big": 18446744073709551615, "o": {}} )");
+  ASSERT_TRUE(v.ok()) << v.status();
+  const json::Value& a = *v->Find("a");
+  ASSERT_EQ(a.items.size(), 6u);
+  EXPECT_EQ(*json::AsInt(a.items[1], "a[1]"), -2);
+  EXPECT_EQ(*json::AsDouble(a.items[2], "a[2]"), 350.0);
+  EXPECT_TRUE(a.items[3].boolean);
+  EXPECT_FALSE(a.items[4].boolean);
+  EXPECT_EQ(a.items[5].kind, json::Value::Kind::kNull);
+  EXPECT_EQ(v->Find("s")->text, "q\"\\\n\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(*json::AsUint(*v->Find("big"), "big"), 18446744073709551615ull);
+  EXPECT_FALSE(json::AsUint(a.items[1], "a[1]").ok());
+  EXPECT_FALSE(json::AsString(a.items[0], "a[0]").ok());
+}
+
+TEST(Json, QuoteRoundTrips) {
+  const std::string s = "name \"with\" \\ odd\n\t\x01 chars";
+  absl::StatusOr<json::Value> v = json::Parse(json::Quote(s));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->text, s);
+}
+
+TEST(Json, RejectsBadDocuments) {
+  for (const char* bad :
+       {"", "{", "[1,]", "{\"a\" 1}", "\"open", "01x", "[1] 2", "\"\\ud800\"", "-", "1.", "tru"}) {
+    EXPECT_FALSE(json::Parse(bad).ok()) << bad;
+  }
+  std::string deep(100, '[');
+  EXPECT_THAT(std::string(json::Parse(deep).status().message()), HasSubstr("nested"));
+}
+
+Manifest TwoParamManifest() {
+  Manifest m;
+  m.optimizer = "adamw";
+  m.state_buffers = 1;
+  m.param_dtype = DType::kBF16;
+  m.steps = 7;
+  m.loss_scaler = LossScaler::State{.scale = 0.1, .good_steps = 3, .hysteresis_left = 2};
+  m.world_size = 1;
+  m.stage = 2;
+  m.chunk_elements = 4;
+  m.files.push_back({DataFileName(0, 1), 32 + 4 * 2 * 10, 0xdeadbeef});
+  m.params.push_back({"w \"1\"", 6, {}});
+  m.params.push_back({"b", 4, {}});
+  uint64_t offset = 32;
+  auto add = [&](ParamRecord& p, int buffer, uint64_t begin, uint64_t end) {
+    p.chunks.push_back({buffer, begin, end, 0, offset, static_cast<uint32_t>(offset * 7)});
+    offset += 4 * (end - begin);
+  };
+  add(m.params[0], 1, 4, 6);  // out of order: serialization sorts
+  add(m.params[0], 0, 0, 4);
+  add(m.params[0], 0, 4, 6);
+  add(m.params[0], 1, 0, 4);
+  add(m.params[1], 0, 0, 4);
+  add(m.params[1], 1, 0, 4);
+  return m;
+}
+
+TEST(Manifest, RoundTrips) {
+  const std::string text = SerializeManifest(TwoParamManifest());
+  absl::StatusOr<Manifest> m = ParseManifest(text, "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->optimizer, "adamw");
+  EXPECT_EQ(m->param_dtype, DType::kBF16);
+  EXPECT_EQ(m->steps, 7);
+  ASSERT_TRUE(m->loss_scaler.has_value());
+  EXPECT_EQ(m->loss_scaler->scale, 0.1);  // exact through %.17g
+  EXPECT_EQ(m->loss_scaler->hysteresis_left, 2);
+  EXPECT_EQ(m->files[0].crc32c, 0xdeadbeefu);
+  EXPECT_EQ(m->params[0].name, "w \"1\"");
+  ASSERT_EQ(m->params[0].chunks.size(), 4u);
+  EXPECT_EQ(m->params[0].chunks[0].buffer, 0);
+  EXPECT_EQ(m->params[0].chunks[3].begin, 4u);
+  EXPECT_EQ(SerializeManifest(*m), text);
+}
+
+TEST(Manifest, RejectsGapsAndOutOfFileChunks) {
+  Manifest gap = TwoParamManifest();
+  gap.params[0].chunks.erase(gap.params[0].chunks.begin() + 2);  // state0 [4, 6) missing
+  EXPECT_THAT(std::string(ParseManifest(SerializeManifest(gap), "m").status().message()),
+              HasSubstr("master elements [4, 6) are in no chunk"));
+  Manifest outside = TwoParamManifest();
+  outside.files[0].bytes = 40;
+  EXPECT_THAT(std::string(ParseManifest(SerializeManifest(outside), "m").status().message()),
+              HasSubstr("lies outside its file"));
+  Manifest renamed = TwoParamManifest();
+  renamed.files[0].name = "other.bin";
+  EXPECT_FALSE(ParseManifest(SerializeManifest(renamed), "m").ok());
+}
+
+TEST(Manifest, RejectsDamage) {
+  const std::string text = SerializeManifest(TwoParamManifest());
+  std::string flipped = text;
+  flipped[text.size() / 2] ^= 1;
+  EXPECT_EQ(ParseManifest(flipped, "m").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(ParseManifest(text.substr(0, text.size() - 1), "m").status().message()),
+              HasSubstr("truncated"));
+  EXPECT_THAT(std::string(ParseManifest("{}", "m").status().message()),
+              HasSubstr("does not start"));
+}
+
+TEST(Manifest, ChecksTheModelAndOptimizer) {
+  const Manifest m = TwoParamManifest();
+  auto layout = Layout::Create({{"w \"1\"", 6, 0}, {"b", 4, 0}}, 3, 100, false);
+  ASSERT_TRUE(layout.ok());
+  EXPECT_TRUE(CheckMatches(m, *layout, "adamw", 1, "p").ok());
+  EXPECT_THAT(std::string(CheckMatches(m, *layout, "sgd", 1, "p").message()),
+              HasSubstr("optimizer 'adamw'"));
+  auto other = Layout::Create({{"w \"1\"", 6, 0}, {"b", 5, 0}}, 3, 100, false);
+  EXPECT_THAT(std::string(CheckMatches(m, *other, "adamw", 1, "p").message()),
+              HasSubstr("parameter #1 is 'b' (4 elements)"));
+  auto fewer = Layout::Create({{"w \"1\"", 6, 0}}, 3, 100, false);
+  EXPECT_THAT(std::string(CheckMatches(m, *fewer, "adamw", 1, "p").message()),
+              HasSubstr("holds 2 parameters, this model has 1"));
+}
+
+// Over every world size, the ranks' runs cover every element of every
+// parameter exactly once, and each plan's chunks sit back to back.
+TEST(ChunkPlan, RunsTileEveryParameterAndChunksPack) {
+  std::vector<ParamSpec> specs = {{"a", 100, 0}, {"b", 3, 0}, {"c", 257, 1}, {"d", 16, 1}};
+  for (int world : {1, 2, 4, 8}) {
+    for (size_t bucket : {size_t{50}, size_t{1000}}) {
+      auto layout = Layout::Create(specs, world, bucket, true);
+      ASSERT_TRUE(layout.ok());
+      std::vector<std::vector<int>> seen;
+      for (const ParamSpec& s : specs) seen.emplace_back(s.numel, 0);
+      for (int r = 0; r < world; ++r) {
+        for (const OwnedRun& run : OwnedRuns(*layout, r)) {
+          for (size_t e = run.begin; e < run.end; ++e) ++seen[run.param][e];
+        }
+        const DataFilePlan plan = PlanDataFile(*layout, r, 3, 7, kDataHeaderBytes);
+        uint64_t offset = kDataHeaderBytes;
+        for (const PlannedChunk& c : plan.chunks) {
+          EXPECT_EQ(c.offset, offset);
+          EXPECT_LE(c.end - c.begin, 7u);
+          offset += 4 * (c.end - c.begin);
+        }
+        EXPECT_EQ(plan.bytes, offset);
+      }
+      for (const auto& p : seen) {
+        for (int count : p) ASSERT_EQ(count, 1) << "world " << world << " bucket " << bucket;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zero::checkpoint

@@ -1,0 +1,261 @@
+// Resuming from a checkpoint: at the same world size training continues bit
+// for bit as if never interrupted, at every stage; into another world size
+// the model states arrive bit for bit and training continues exactly as a
+// run of that many ranks started from those states would. A failed save
+// leaves the previous checkpoint loadable.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "optimizers/adam.h"
+#include "tests/zero/checkpoint/expect.h"
+#include "zero/checkpoint/checkpoint.h"
+
+namespace zero::testing_model {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 3;  // before and after the checkpoint
+
+std::unique_ptr<Cluster> MakeCluster(const Model& model, const TrainingRun& run,
+                                     const OptimizerFactory& optimizer = AdamW()) {
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Create(model, run, optimizer);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  return cluster.ok() ? *std::move(cluster) : nullptr;
+}
+
+// A fresh cluster trained for `steps` and saved to `dir`; *saved gets the
+// model states it saved. Null (after a failure) when anything fails.
+std::unique_ptr<Cluster> TrainAndSave(const Model& model, const TrainingRun& run, int steps,
+                                      const std::string& dir, ModelStates* saved,
+                                      const checkpoint::SaveOptions& options = {}) {
+  std::unique_ptr<Cluster> cluster = MakeCluster(model, run);
+  if (!cluster) return nullptr;
+  absl::Status s = cluster->Train(0, steps);
+  if (s.ok()) s = AllOk(cluster->Save(dir, options));
+  absl::StatusOr<ModelStates> states = s.ok() ? cluster->States() : s;
+  EXPECT_TRUE(states.ok()) << states.status();
+  if (!states.ok()) return nullptr;
+  *saved = *std::move(states);
+  return cluster;
+}
+
+// A fresh cluster that loaded `path`; *states gets its model states.
+std::unique_ptr<Cluster> LoadFresh(const Model& model, const TrainingRun& run,
+                                   const std::string& path, ModelStates* states) {
+  std::unique_ptr<Cluster> cluster = MakeCluster(model, run);
+  if (!cluster) return nullptr;
+  absl::Status s = AllOk(cluster->Load(path));
+  absl::StatusOr<ModelStates> got = s.ok() ? cluster->States() : s;
+  EXPECT_TRUE(got.ok()) << got.status();
+  if (!got.ok()) return nullptr;
+  *states = *std::move(got);
+  return cluster;
+}
+
+// (a) Train k steps, save, train k more == 2k uninterrupted, whether the
+// same engines go on or fresh ones load the checkpoint; at every stage in
+// fp32, and in bf16 and fp16 (fp32 masters either way; fp16 also resumes
+// its loss-scaler state, which moves within the test).
+struct ResumeCase {
+  int stage;
+  DType dtype;
+};
+
+class Resume : public ::testing::TestWithParam<ResumeCase> {};
+
+TEST_P(Resume, EqualsUninterruptedTraining) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(4, GetParam().stage);
+  run.config.param_dtype = GetParam().dtype;
+  run.config.loss_scaler.initial_scale = 1024;
+  run.config.loss_scaler.growth_interval = 2;
+  const std::string dir = FreshDir("resume");
+  std::unique_ptr<Cluster> saver = MakeCluster(*model, run);
+  std::unique_ptr<Cluster> uninterrupted = MakeCluster(*model, run);
+  std::unique_ptr<Cluster> resumed = MakeCluster(*model, run);
+  ASSERT_TRUE(saver && uninterrupted && resumed);
+  ASSERT_TRUE(saver->Train(0, kSteps).ok());
+  ASSERT_TRUE(AllOk(saver->Save(dir)).ok());
+  const double scale_at_save = saver->engine(0).loss_scale();
+  ASSERT_TRUE(saver->Train(kSteps, 2 * kSteps).ok());
+  ASSERT_TRUE(uninterrupted->Train(0, 2 * kSteps).ok());
+  ASSERT_TRUE(AllOk(resumed->Load(dir)).ok());
+  EXPECT_EQ(resumed->engine(0).resume_point().steps, kSteps);
+  EXPECT_EQ(resumed->engine(0).loss_scale(), scale_at_save);
+  ASSERT_TRUE(resumed->Train(kSteps, 2 * kSteps).ok());
+
+  absl::StatusOr<std::vector<ParamSet>> expected = uninterrupted->Params();
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ExpectParamsOnEveryRank((*expected)[0], *saver, "saved and went on");
+  ExpectParamsOnEveryRank((*expected)[0], *resumed, "resumed");
+  absl::StatusOr<ModelStates> want = uninterrupted->States(), got = resumed->States();
+  ASSERT_TRUE(want.ok() && got.ok());
+  ExpectStatesIdentical(*want, *got, "resumed");
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, Resume,
+                         ::testing::Values(ResumeCase{0, DType::kF32}, ResumeCase{1, DType::kF32},
+                                           ResumeCase{2, DType::kF32}, ResumeCase{3, DType::kF32},
+                                           ResumeCase{2, DType::kBF16}, ResumeCase{3, DType::kF16}),
+                         [](const auto& info) {
+                           return "stage" + std::to_string(info.param.stage) + "_" +
+                                  std::string(Name(info.param.dtype));
+                         });
+
+// (b) Saved by 4 ranks at stage 2, loaded by 1, 2 and 8 ranks at other
+// stages: the model states are identical, and training goes on exactly as
+// the single-process reference of that many ranks from those states. It
+// does not equal the 4-rank continuation: each rank draws its own batches,
+// so another world size trains on other data.
+struct Reshard {
+  int world, stage;
+};
+
+class ReshardFromFourRanks : public ::testing::TestWithParam<Reshard> {};
+
+TEST_P(ReshardFromFourRanks, StatesIdenticalAndTrainingContinues) {
+  const auto [world, stage] = GetParam();
+  const std::unique_ptr<Model> model = SmallTransformer();
+  const std::string dir = FreshDir("reshard");
+  checkpoint::SaveOptions options;
+  options.chunk_elements = 37;  // chunks straddle the new pieces' edges
+  ModelStates saved, states;
+  std::unique_ptr<Cluster> saver =
+      TrainAndSave(*model, SmallRun(4, 2), kSteps, dir, &saved, options);
+  ASSERT_TRUE(saver);
+  std::unique_ptr<Cluster> loaded = LoadFresh(*model, SmallRun(world, stage), dir, &states);
+  ASSERT_TRUE(loaded);
+  ExpectStatesIdentical(saved, states, "after loading");
+  ExpectParamsOnEveryRank(saved[0], *loaded, "after loading");
+
+  ASSERT_TRUE(loaded->Train(kSteps, 2 * kSteps).ok());
+  absl::StatusOr<ModelStates> reference = ReferenceFrom(*model, saved, kSteps, 2 * kSteps, world, 1,
+                                                        SmallRun(world, stage).seed, AdamW());
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ExpectParamsOnEveryRank((*reference)[0], *loaded, "trained on");
+  ASSERT_TRUE(saver->Train(kSteps, 2 * kSteps).ok());
+  absl::StatusOr<std::vector<ParamSet>> four = saver->Params();
+  ASSERT_TRUE(four.ok());
+  EXPECT_NE(std::memcmp((*four)[0][0].data(), (*reference)[0][0].data(), 4 * (*four)[0][0].size()),
+            0)
+      << "another world size trains on other batches";
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, ReshardFromFourRanks,
+                         ::testing::Values(Reshard{1, 0}, Reshard{2, 1}, Reshard{8, 3},
+                                           Reshard{8, 2}),
+                         [](const auto& info) {
+                           return "to" + std::to_string(info.param.world) + "ranks_stage" +
+                                  std::to_string(info.param.stage);
+                         });
+
+// The reference above is the same arithmetic as the engine: from the same
+// states at the same world size it reproduces the uninterrupted run.
+TEST(CheckpointReference, ReproducesTheEngineAtTheSameWorldSize) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  std::unique_ptr<Cluster> cluster = MakeCluster(*model, SmallRun(4, 1));
+  ASSERT_TRUE(cluster);
+  ASSERT_TRUE(cluster->Train(0, kSteps).ok());
+  absl::StatusOr<ModelStates> at_k = cluster->States();
+  ASSERT_TRUE(at_k.ok());
+  ASSERT_TRUE(cluster->Train(kSteps, 2 * kSteps).ok());
+  absl::StatusOr<ModelStates> reference =
+      ReferenceFrom(*model, *at_k, kSteps, 2 * kSteps, 4, 1, SmallRun(4, 1).seed, AdamW());
+  ASSERT_TRUE(reference.ok());
+  absl::StatusOr<ModelStates> engine = cluster->States();
+  ASSERT_TRUE(engine.ok());
+  ExpectStatesIdentical(*reference, *engine, "reference");
+}
+
+// Masters are fp32 whatever the model dtype, so an fp32 checkpoint loads
+// into a bf16 engine, whose parameters become the masters' bf16 rounding.
+TEST(CheckpointAcrossDtypes, Fp32CheckpointLoadsIntoBf16Engine) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  const std::string dir = FreshDir("f32-to-bf16");
+  ModelStates saved, states;
+  ASSERT_TRUE(TrainAndSave(*model, SmallRun(4, 1), kSteps, dir, &saved));
+  TrainingRun run = SmallRun(2, 3);
+  run.config.param_dtype = DType::kBF16;
+  std::unique_ptr<Cluster> loaded = LoadFresh(*model, run, dir, &states);
+  ASSERT_TRUE(loaded);
+  ExpectStatesIdentical(saved, states, "fp32 into bf16");
+  ParamSet rounded = saved[0];
+  for (auto& p : rounded) {
+    for (float& x : p) x = BF16ToFloat(FloatToBF16(x));
+  }
+  ExpectParamsOnEveryRank(rounded, *loaded, "bf16 copies of the masters");
+  EXPECT_TRUE(loaded->Train(kSteps, kSteps + 1).ok());
+}
+
+// (e) Each save goes to a new folder and `latest` moves only once it is
+// complete, so a failed save leaves the previous checkpoint loadable.
+TEST(CheckpointAtomicity, FailedSaveLeavesThePreviousCheckpoint) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  const std::string dir = FreshDir("atomic");
+  ModelStates good;
+  std::unique_ptr<Cluster> saver = TrainAndSave(*model, SmallRun(4, 2), kSteps, dir, &good);
+  ASSERT_TRUE(saver);
+  ASSERT_TRUE(saver->Train(kSteps, kSteps + 1).ok());
+
+  // The disk fills up: no file may grow past 4 KiB (a data file is ~20 KiB).
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::vector<absl::Status> failed = saver->Save(dir);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  for (const absl::Status& s : failed) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(std::string(s.message()), HasSubstr("File too large"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/step-" + std::to_string(kSteps + 1)))
+      << "the failed save's folder is removed";
+
+  ModelStates states;
+  ASSERT_TRUE(LoadFresh(*model, SmallRun(2, 3), dir, &states));
+  ExpectStatesIdentical(good, states, "the checkpoint before the failed save");
+}
+
+TEST(CheckpointAtomicity, SavingTwiceAtOneStepKeepsBoth) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  const std::string dir = FreshDir("twice");
+  std::unique_ptr<Cluster> saver = MakeCluster(*model, SmallRun(2, 1));
+  ASSERT_TRUE(saver);
+  ASSERT_TRUE(saver->Train(0, 1).ok());
+  ASSERT_TRUE(AllOk(saver->Save(dir)).ok());
+  ASSERT_TRUE(AllOk(saver->Save(dir)).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/step-1/manifest"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/step-1.1/manifest"));
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  latest >> name;
+  EXPECT_EQ(name, "step-1.1");
+  std::unique_ptr<Cluster> loaded = MakeCluster(*model, SmallRun(2, 1));
+  ASSERT_TRUE(loaded);
+  EXPECT_TRUE(AllOk(loaded->Load(dir + "/step-1")).ok()) << "a step folder loads directly";
+}
+
+TEST(CheckpointAtomicity, UnusableRootIsAnErrorOnEveryRank) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  const std::string file = FreshDir("not-a-folder") + "/file";
+  std::ofstream(file) << "x";
+  std::unique_ptr<Cluster> saver = MakeCluster(*model, SmallRun(4, 0));
+  ASSERT_TRUE(saver);
+  for (const absl::Status& s : saver->Save(file)) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(std::string(s.message()), HasSubstr(file));
+  }
+  EXPECT_TRUE(saver->Train(0, 1).ok()) << "the engines carry on";
+}
+
+}  // namespace
+}  // namespace zero::testing_model
