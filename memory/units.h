@@ -18,6 +18,8 @@ constexpr bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 // `align` must be a power of two.
 constexpr size_t AlignUp(size_t x, size_t align) { return (x + align - 1) & ~(align - 1); }
 constexpr size_t AlignDown(size_t x, size_t align) { return x & ~(align - 1); }
+// Any positive `multiple` (e.g. ranks x 16 elements with 3 or 6 ranks).
+constexpr size_t RoundUp(size_t x, size_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 // "1.50 GiB", "512 B": binary units, for logs and error messages.
 std::string FormatBytes(size_t bytes);

@@ -41,7 +41,7 @@ absl::StatusOr<Layout> Layout::Create(std::vector<ParamSpec> params, int world_s
   auto close_unit = [&](int end) {
     Unit& u = layout.units_.back();
     u.end_param = end;
-    u.padded = AlignUp(u.numel, quantum);
+    u.padded = RoundUp(u.numel, quantum);
     u.shard = u.padded / world_size;
     u.shard_offset = layout.padded_ / world_size;
     layout.padded_ += u.padded;

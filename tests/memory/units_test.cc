@@ -31,6 +31,9 @@ TEST(UnitsTest, Alignment) {
   EXPECT_FALSE(IsPowerOfTwo(0));
   EXPECT_FALSE(IsPowerOfTwo(48));
   EXPECT_EQ(AlignUp(513, 512), 1024u);
+  EXPECT_EQ(RoundUp(3, 48), 48u);
+  EXPECT_EQ(RoundUp(97, 48), 144u);
+  EXPECT_EQ(RoundUp(96, 48), 96u);
   EXPECT_EQ(AlignDown(1023, 512), 512u);
 }
 

@@ -63,6 +63,14 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(size_t{500'000'000}, size_t{300})),
     CaseName);
 
+// Rank counts that are not powers of two pad units to N * 16 all the same.
+INSTANTIATE_TEST_SUITE_P(
+    OddRanks, StagesMatchReference,
+    ::testing::Combine(::testing::Values("transformer"), ::testing::Values(0, 1, 2, 3),
+                       ::testing::Values(3, 6), ::testing::Values(1),
+                       ::testing::Values(size_t{300})),
+    CaseName);
+
 // Stage 3 with parameters really gathered on demand: no persistence, with
 // and without prefetch, with modules kept for reuse.
 struct Stage3Knobs {
