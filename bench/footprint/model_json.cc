@@ -9,45 +9,46 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "bench/footprint/json.h"
+#include "memory/json.h"
 #include "memory/status_macros.h"
 
 namespace zero::footprint {
 namespace {
 
-using Kind = JsonValue::Kind;
+using json::KindName;
+using Kind = json::Value::Kind;
 constexpr uint64_t kMaxRepeat = 1'000'000;
 
 class Loader {
  public:
   explicit Loader(std::string file) : file_(std::move(file)) {}
 
-  absl::StatusOr<ModelSpec> Load(const JsonValue& root) {
+  absl::StatusOr<ModelSpec> Load(const json::Value& root) {
     RETURN_IF_ERROR(Need(root, Kind::kObject, "the model"));
     RETURN_IF_ERROR(OnlyKeys(root, "the model", {"name", "modules", "forward"}));
     model_.name = file_;
-    if (const JsonValue* name = root.Find("name")) {
+    if (const json::Value* name = root.Find("name")) {
       RETURN_IF_ERROR(Name(*name, "the model's \"name\"", &model_.name));
     }
-    const JsonValue* modules = root.Find("modules");
+    const json::Value* modules = root.Find("modules");
     if (modules == nullptr) return ErrorAt(root.pos, "the model has no \"modules\"");
     RETURN_IF_ERROR(Entries(*modules, ""));
-    if (const JsonValue* forward = root.Find("forward")) RETURN_IF_ERROR(Forward(*forward));
+    if (const json::Value* forward = root.Find("forward")) RETURN_IF_ERROR(Forward(*forward));
     if (absl::Status s = Validate(model_); !s.ok()) return ErrorAt(root.pos, s.message());
     return std::move(model_);
   }
 
  private:
-  absl::Status ErrorAt(JsonPos pos, absl::string_view what) const {
+  absl::Status ErrorAt(json::Pos pos, absl::string_view what) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s:%d:%d: %s", file_, pos.line, pos.column, what));
   }
-  absl::Status Need(const JsonValue& v, Kind kind, const std::string& what) const {
+  absl::Status Need(const json::Value& v, Kind kind, const std::string& what) const {
     if (v.kind == kind) return absl::OkStatus();
     return ErrorAt(
         v.pos, absl::StrFormat("%s must be %s, found %s", what, KindName(kind), KindName(v.kind)));
   }
-  absl::Status OnlyKeys(const JsonValue& object, const std::string& what,
+  absl::Status OnlyKeys(const json::Value& object, const std::string& what,
                         std::initializer_list<const char*> keys) const {
     for (size_t i = 0; i < object.members.size(); ++i) {
       const std::string& key = object.members[i].first;
@@ -60,13 +61,14 @@ class Loader {
     }
     return absl::OkStatus();
   }
-  absl::Status Name(const JsonValue& v, const std::string& what, std::string* out) const {
+  absl::Status Name(const json::Value& v, const std::string& what, std::string* out) const {
     RETURN_IF_ERROR(Need(v, Kind::kString, what));
     if (v.text.empty()) return ErrorAt(v.pos, what + " is empty");
     *out = v.text;
     return absl::OkStatus();
   }
-  absl::StatusOr<uint64_t> Count(const JsonValue& v, const std::string& what, uint64_t max) const {
+  absl::StatusOr<uint64_t> Count(const json::Value& v, const std::string& what,
+                                 uint64_t max) const {
     std::optional<uint64_t> n = v.AsUint();
     if (!n.has_value() || *n < 1 || *n > max) {
       return ErrorAt(
@@ -76,26 +78,26 @@ class Loader {
     return *n;
   }
 
-  absl::Status Entries(const JsonValue& list, const std::string& prefix) {
+  absl::Status Entries(const json::Value& list, const std::string& prefix) {
     RETURN_IF_ERROR(Need(list, Kind::kArray, "\"modules\""));
     if (list.items.empty()) return ErrorAt(list.pos, "\"modules\" is empty");
-    for (const JsonValue& entry : list.items) RETURN_IF_ERROR(Entry(entry, prefix));
+    for (const json::Value& entry : list.items) RETURN_IF_ERROR(Entry(entry, prefix));
     return absl::OkStatus();
   }
 
   // A module or a group, `repeat` times.
-  absl::Status Entry(const JsonValue& entry, const std::string& prefix) {
+  absl::Status Entry(const json::Value& entry, const std::string& prefix) {
     RETURN_IF_ERROR(Need(entry, Kind::kObject, "a module"));
     const bool group = entry.Find("modules") != nullptr;
     const std::string what = group ? "a group" : "a module";
     RETURN_IF_ERROR(group ? OnlyKeys(entry, what, {"name", "modules", "repeat"})
                           : OnlyKeys(entry, what, {"name", "params", "repeat"}));
-    const JsonValue* name_value = entry.Find("name");
+    const json::Value* name_value = entry.Find("name");
     if (name_value == nullptr) return ErrorAt(entry.pos, what + " has no \"name\"");
     std::string name;
     RETURN_IF_ERROR(Name(*name_value, "a module's \"name\"", &name));
     uint64_t repeat = 1;
-    const JsonValue* repeat_value = entry.Find("repeat");
+    const json::Value* repeat_value = entry.Find("repeat");
     if (repeat_value != nullptr) {
       ASSIGN_OR_RETURN(repeat, Count(*repeat_value, "\"repeat\"", kMaxRepeat));
     }
@@ -111,18 +113,18 @@ class Loader {
     return absl::OkStatus();
   }
 
-  absl::Status Module(const JsonValue& entry, const JsonValue& name_value,
+  absl::Status Module(const json::Value& entry, const json::Value& name_value,
                       const std::string& full) {
     if (!index_.emplace(full, static_cast<int>(model_.modules.size())).second) {
       return ErrorAt(name_value.pos, absl::StrFormat("duplicate module name '%s'", full));
     }
-    const JsonValue* params = entry.Find("params");
+    const json::Value* params = entry.Find("params");
     if (params == nullptr) return ErrorAt(entry.pos, "module '" + full + "' has no \"params\"");
     RETURN_IF_ERROR(Need(*params, Kind::kArray, "\"params\""));
     if (params->items.empty())
       return ErrorAt(params->pos, "module '" + full + "' has no parameters");
     ModuleSpec module{full, {}};
-    for (const JsonValue& p : params->items) {
+    for (const json::Value& p : params->items) {
       ASSIGN_OR_RETURN(ParamShape shape, Param(p, module));
       module.params.push_back(std::move(shape));
     }
@@ -130,11 +132,11 @@ class Loader {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<ParamShape> Param(const JsonValue& p, const ModuleSpec& module) const {
+  absl::StatusOr<ParamShape> Param(const json::Value& p, const ModuleSpec& module) const {
     RETURN_IF_ERROR(Need(p, Kind::kObject, "a parameter"));
     RETURN_IF_ERROR(OnlyKeys(p, "a parameter", {"name", "shape"}));
-    const JsonValue* name = p.Find("name");
-    const JsonValue* shape = p.Find("shape");
+    const json::Value* name = p.Find("name");
+    const json::Value* shape = p.Find("shape");
     if (name == nullptr) return ErrorAt(p.pos, "a parameter has no \"name\"");
     if (shape == nullptr) return ErrorAt(p.pos, "a parameter has no \"shape\"");
     ParamShape out;
@@ -147,7 +149,7 @@ class Loader {
     }
     RETURN_IF_ERROR(Need(*shape, Kind::kArray, "\"shape\""));
     if (shape->items.empty()) return ErrorAt(shape->pos, "\"shape\" has no dimensions");
-    for (const JsonValue& d : shape->items) {
+    for (const json::Value& d : shape->items) {
       ASSIGN_OR_RETURN(uint64_t dim, Count(d, "a dimension", uint64_t{1} << 62));
       out.shape.push_back(dim);
     }
@@ -155,11 +157,11 @@ class Loader {
     return out;
   }
 
-  absl::Status Forward(const JsonValue& forward) {
+  absl::Status Forward(const json::Value& forward) {
     RETURN_IF_ERROR(Need(forward, Kind::kArray, "\"forward\""));
     if (forward.items.empty()) return ErrorAt(forward.pos, "\"forward\" is empty");
     std::vector<bool> used(model_.modules.size());
-    for (const JsonValue& use : forward.items) {
+    for (const json::Value& use : forward.items) {
       RETURN_IF_ERROR(Need(use, Kind::kString, "a forward use"));
       auto it = index_.find(use.text);
       if (it == index_.end()) {
@@ -185,7 +187,7 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<ModelSpec> ModelFromJson(std::string_view text, const std::string& file) {
-  absl::StatusOr<JsonValue> root = ParseJson(text);
+  absl::StatusOr<json::Value> root = json::Parse(text);
   if (!root.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ":", root.status().message()));
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "memory/atomic_file.h"
+#include "memory/json.h"
 #include "memory/pool_stats.h"
 #include "memory/status_macros.h"
 #include "memory/units.h"
@@ -24,27 +25,6 @@ ExternalError FreeErrorKind(const absl::Status& status) {
 }
 
 }  // namespace
-
-// Error texts quote pointers and sizes, rarely anything odd, but a file that
-// a JSON parser rejects would hide every number in it.
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 absl::StatusOr<ExternalAllocatorOptions> ExternalAllocatorOptionsFromEnvironment() {
   ExternalAllocatorOptions options;
@@ -178,7 +158,9 @@ std::string ExternalAllocator::StatsJson() const {
     absl::StrAppendFormat(&out, "%s\"%s\":%d", e == 0 ? "" : ",",
                           std::string(kExternalErrorNames[e]), errors(static_cast<ExternalError>(e)));
   }
-  absl::StrAppend(&out, "},\"last_error\":", JsonString(last_error()), ",\"devices\":[");
+  // Quoted in full: one odd byte in an error text would make a JSON reader
+  // reject the whole file, and with it every number in it.
+  absl::StrAppend(&out, "},\"last_error\":", json::Quote(last_error()), ",\"devices\":[");
   for (int d = 0; d < system_->device_count(); ++d) {
     std::string pool = PoolStatsJson(system_->pool(d).stats());
     pool.pop_back();  // reopen the object to add this allocator's view

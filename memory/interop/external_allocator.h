@@ -58,9 +58,6 @@ inline constexpr std::array<std::string_view, kNumExternalErrors> kExternalError
     "invalid_size",    "invalid_device", "invalid_stream", "out_of_memory",
     "foreign_pointer", "double_free",    "size_mismatch",  "other"};
 
-// `text` as a JSON string literal, quotes included.
-std::string JsonString(std::string_view text);
-
 class ExternalAllocator {
  public:
   // Devices from $ZERO_DEVICES (DeviceSystem::CreateFromEnvironment) and

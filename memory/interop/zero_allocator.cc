@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "memory/interop/external_allocator.h"
+#include "memory/json.h"
 
 namespace zero {
 namespace {
@@ -129,9 +130,10 @@ const char* zero_last_error(void) {
 char* zero_stats_json(void) {
   try {
     const zero::Global& global = zero::GetGlobal();
-    const std::string json = global.allocator != nullptr
-                                 ? global.allocator->StatsJson()
-                                 : absl::StrCat("{\"error\":", zero::JsonString(global.error), "}");
+    const std::string json =
+        global.allocator != nullptr
+            ? global.allocator->StatsJson()
+            : absl::StrCat("{\"error\":", zero::json::Quote(global.error), "}");
     char* out = static_cast<char*>(std::malloc(json.size() + 1));
     if (out != nullptr) std::memcpy(out, json.c_str(), json.size() + 1);
     return out;

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "bench/footprint/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memory/json.h"
 
 namespace zero::footprint {
 namespace {
@@ -68,13 +68,13 @@ TEST(CliTest, SweepPrintsOneLinePerRunAndWritesFiles) {
   EXPECT_EQ(lines, 16);
   // Progress lines (not a terminal), one per run.
   EXPECT_THAT(r.err, HasSubstr("footprint: [16/16] gpt2-small N=8 stage 3 fp32 sgd"));
-  absl::StatusOr<JsonValue> parsed = ParseJson(Read(json));
+  absl::StatusOr<json::Value> parsed = json::Parse(Read(json));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  const JsonValue& runs = *parsed->Find("runs");
+  const json::Value& runs = *parsed->Find("runs");
   ASSERT_EQ(runs.items.size(), 16u);
   EXPECT_EQ(runs.items[0].Find("psi")->AsUint(), 124'439'808u);
   EXPECT_EQ(runs.items[0].Find("stage")->AsUint(), 0u);
-  EXPECT_EQ(runs.items[0].Find("deepspeed_gpu_bytes")->kind, JsonValue::Kind::kNull);
+  EXPECT_EQ(runs.items[0].Find("deepspeed_gpu_bytes")->kind, json::Value::Kind::kNull);
   const std::vector<std::string> csv_lines = absl::StrSplit(Read(csv), '\n', absl::SkipEmpty());
   ASSERT_EQ(csv_lines.size(), 17u);
   EXPECT_THAT(csv_lines[0], StartsWith("model,psi,padded_numel,"));

@@ -7,7 +7,7 @@
 #include "memory/status_macros.h"
 #include "zero/checkpoint/checkpoint_dir.h"
 #include "zero/checkpoint/file_io.h"
-#include "zero/checkpoint/json.h"
+#include "memory/json.h"
 #include "zero/checkpoint/manifest.h"
 #include "zero/checkpoint/verified_reader.h"
 

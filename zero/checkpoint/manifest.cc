@@ -10,7 +10,7 @@
 #include "memory/status_macros.h"
 #include "zero/checkpoint/crc32c.h"
 #include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/json.h"
+#include "memory/json.h"
 #include "zero/fingerprint.h"
 
 namespace zero::checkpoint {

@@ -120,10 +120,6 @@ TEST_F(ExternalAllocatorTest, StatsJsonHoldsDevicesAndErrors) {
   EXPECT_THAT(text.str(), HasSubstr("\"num_frees\":1,"));
 }
 
-TEST(JsonStringTest, EscapesWhatJsonForbids) {
-  EXPECT_EQ(JsonString("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
-}
-
 TEST(ExternalAllocatorOptionsTest, ReadsTheEnvironment) {
   setenv("ZERO_ALLOCATOR_CAP", "8GiB", 1);
   setenv("ZERO_ALLOCATOR_STATS", "/tmp/x.json", 1);

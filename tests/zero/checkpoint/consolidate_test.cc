@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/json.h"
+#include "memory/json.h"
 
 namespace zero::testing_model {
 namespace {

@@ -10,7 +10,7 @@
 #include "zero/checkpoint/chunk_plan.h"
 #include "zero/checkpoint/crc32c.h"
 #include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/json.h"
+#include "memory/json.h"
 #include "zero/checkpoint/manifest.h"
 
 namespace zero::checkpoint {
@@ -36,40 +36,6 @@ TEST(Crc32c, InstructionMatchesTablesAndExtends) {
               Crc32cExtend(Crc32c(data.data(), half), data.data() + half, n - half))
         << n;
   }
-}
-
-TEST(Json, ParsesWhatTheFilesUse) {
-  absl::StatusOr<json::Value> v = json::Parse(
-      R"( {"a": [1, -2, 3.5e2, true, false, null], "s": "q\"\\\n\u00e9\ud83d\ude00",
-           "big": 18446744073709551615, "o": {}} )");
-  ASSERT_TRUE(v.ok()) << v.status();
-  const json::Value& a = *v->Find("a");
-  ASSERT_EQ(a.items.size(), 6u);
-  EXPECT_EQ(*json::AsInt(a.items[1], "a[1]"), -2);
-  EXPECT_EQ(*json::AsDouble(a.items[2], "a[2]"), 350.0);
-  EXPECT_TRUE(a.items[3].boolean);
-  EXPECT_FALSE(a.items[4].boolean);
-  EXPECT_EQ(a.items[5].kind, json::Value::Kind::kNull);
-  EXPECT_EQ(v->Find("s")->text, "q\"\\\n\xc3\xa9\xf0\x9f\x98\x80");
-  EXPECT_EQ(*json::AsUint(*v->Find("big"), "big"), 18446744073709551615ull);
-  EXPECT_FALSE(json::AsUint(a.items[1], "a[1]").ok());
-  EXPECT_FALSE(json::AsString(a.items[0], "a[0]").ok());
-}
-
-TEST(Json, QuoteRoundTrips) {
-  const std::string s = "name \"with\" \\ odd\n\t\x01 chars";
-  absl::StatusOr<json::Value> v = json::Parse(json::Quote(s));
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(v->text, s);
-}
-
-TEST(Json, RejectsBadDocuments) {
-  for (const char* bad :
-       {"", "{", "[1,]", "{\"a\" 1}", "\"open", "01x", "[1] 2", "\"\\ud800\"", "-", "1.", "tru"}) {
-    EXPECT_FALSE(json::Parse(bad).ok()) << bad;
-  }
-  std::string deep(100, '[');
-  EXPECT_THAT(std::string(json::Parse(deep).status().message()), HasSubstr("nested"));
 }
 
 Manifest TwoParamManifest() {

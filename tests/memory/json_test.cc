@@ -1,11 +1,15 @@
-// The strict JSON reader: values, positions, and one message per mistake.
-#include "bench/footprint/json.h"
+// The strict JSON reader: values, positions, one message per mistake, and
+// the typed accessors that name the value and where it stands.
+#include "memory/json.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
-namespace zero::footprint {
+namespace zero::json {
 namespace {
 
 TEST(JsonTest, ReadsEveryKindWithPositions) {
@@ -16,14 +20,14 @@ TEST(JsonTest, ReadsEveryKindWithPositions) {
       "  \"flags\": [true, false, null],\n"
       "  \"empty\": {}, \"none\": []\n"
       "}\n";
-  absl::StatusOr<JsonValue> v = ParseJson(text);
+  absl::StatusOr<Value> v = Parse(text);
   ASSERT_TRUE(v.ok()) << v.status();
-  ASSERT_EQ(v->kind, JsonValue::Kind::kObject);
+  ASSERT_EQ(v->kind, Value::Kind::kObject);
   ASSERT_EQ(v->members.size(), 5u);
   EXPECT_EQ(v->Find("name")->text, "m\xc3\xa9\xf0\x9f\x98\x80\n");
   EXPECT_EQ(v->key_pos[1].line, 3);
   EXPECT_EQ(v->key_pos[1].column, 3);
-  const JsonValue& shape = *v->Find("shape");
+  const Value& shape = *v->Find("shape");
   EXPECT_EQ(shape.pos.line, 3);
   EXPECT_EQ(shape.pos.column, 12);
   ASSERT_EQ(shape.items.size(), 3u);
@@ -32,21 +36,21 @@ TEST(JsonTest, ReadsEveryKindWithPositions) {
   EXPECT_FALSE(shape.items[1].AsUint().has_value());
   EXPECT_EQ(shape.items[2].AsUint(), 0u);
   EXPECT_EQ(shape.items[1].pos.column, 19);
-  const JsonValue& flags = *v->Find("flags");
+  const Value& flags = *v->Find("flags");
   EXPECT_TRUE(flags.items[0].boolean);
-  EXPECT_EQ(flags.items[1].kind, JsonValue::Kind::kBool);
-  EXPECT_EQ(flags.items[2].kind, JsonValue::Kind::kNull);
+  EXPECT_EQ(flags.items[1].kind, Value::Kind::kBool);
+  EXPECT_EQ(flags.items[2].kind, Value::Kind::kNull);
   EXPECT_TRUE(v->Find("empty")->members.empty());
   EXPECT_EQ(v->Find("missing"), nullptr);
 }
 
 TEST(JsonTest, AsUintRejectsWhatIsNotAPlainInteger) {
   for (const char* text : {"12.0", "1e3", "-1", "18446744073709551616", "\"12\""}) {
-    absl::StatusOr<JsonValue> v = ParseJson(text);
+    absl::StatusOr<Value> v = Parse(text);
     ASSERT_TRUE(v.ok()) << text;
     EXPECT_FALSE(v->AsUint().has_value()) << text;
   }
-  EXPECT_EQ(ParseJson("18446744073709551615")->AsUint(), UINT64_MAX);
+  EXPECT_EQ(Parse("18446744073709551615")->AsUint(), UINT64_MAX);
 }
 
 struct Bad {
@@ -57,7 +61,7 @@ struct Bad {
 class MalformedJson : public ::testing::TestWithParam<Bad> {};
 
 TEST_P(MalformedJson, SaysWhatAndWhere) {
-  absl::StatusOr<JsonValue> v = ParseJson(GetParam().text);
+  absl::StatusOr<Value> v = Parse(GetParam().text);
   ASSERT_FALSE(v.ok()) << GetParam().text;
   EXPECT_TRUE(absl::IsInvalidArgument(v.status()));
   EXPECT_EQ(std::string(v.status().message()), GetParam().message) << GetParam().text;
@@ -95,17 +99,85 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"[1]\n\n  x", "3:3: unexpected 'x' after the JSON value"}));
 
 TEST(JsonTest, NestingIsBounded) {
-  EXPECT_TRUE(ParseJson(std::string(200, '[') + std::string(200, ']')).ok());
-  absl::StatusOr<JsonValue> deep = ParseJson(std::string(201, '[') + std::string(201, ']'));
+  EXPECT_TRUE(Parse(std::string(200, '[') + std::string(200, ']')).ok());
+  absl::StatusOr<Value> deep = Parse(std::string(201, '[') + std::string(201, ']'));
   ASSERT_FALSE(deep.ok());
   EXPECT_EQ(deep.status().message(), "1:201: nesting deeper than 200 levels");
 }
 
 TEST(JsonTest, QuoteEscapesWhatJsonNeeds) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+  EXPECT_EQ(Quote("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
   const std::string round = "tab\there \xc3\xa9";
-  EXPECT_EQ(ParseJson(JsonQuote(round))->text, round);
+  EXPECT_EQ(Parse(Quote(round))->text, round);
+}
+
+// Typed access: the value's kind and size are checked, and a message names
+// both the caller's path to the value and where it stands in the document.
+class TypedAccess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<Value> v = Parse(
+        "{\"u\": 18446744073709551615, \"neg\": -9223372036854775808,\n"
+        " \"big\": 18446744073709551616, \"frac\": 2.5, \"huge\": 1e999,\n"
+        " \"s\": \"x\", \"list\": [1, \"two\"], \"nothing\": null}");
+    ASSERT_TRUE(v.ok()) << v.status();
+    root_ = *std::move(v);
+  }
+  const Value& At(std::string_view key) const { return *root_.Find(key); }
+  static std::string Message(const absl::Status& s) {
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    return std::string(s.message());
+  }
+
+  Value root_;
+};
+
+TEST_F(TypedAccess, MemberFindsOrSaysWhatIsMissing) {
+  absl::StatusOr<const Value*> s = Member(root_, "s", "manifest");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->text, "x");
+  EXPECT_EQ(Message(Member(root_, "gone", "manifest").status()),
+            "1:1: 'manifest' has no member 'gone'");
+  EXPECT_EQ(Message(Member(At("list"), "s", "list").status()), "3:20: 'list' is not an object");
+}
+
+TEST_F(TypedAccess, AsUintTakesPlainNonNegativeIntegers) {
+  EXPECT_EQ(*AsUint(At("u"), "u"), UINT64_MAX);
+  EXPECT_EQ(*AsUint(At("list").items[0], "list[0]"), 1u);
+  EXPECT_EQ(Message(AsUint(At("neg"), "neg").status()),
+            "1:36: 'neg' is not a non-negative integer");
+  EXPECT_EQ(Message(AsUint(At("s"), "s").status()), "3:7: 's' is not a non-negative integer");
+  EXPECT_EQ(Message(AsUint(At("big"), "big").status()),
+            "2:9: 'big' is not a 64-bit non-negative integer");
+  EXPECT_EQ(Message(AsUint(At("frac"), "frac").status()),
+            "2:39: 'frac' is not a 64-bit non-negative integer");
+}
+
+TEST_F(TypedAccess, AsIntTakesSigned64BitIntegers) {
+  EXPECT_EQ(*AsInt(At("neg"), "neg"), INT64_MIN);
+  EXPECT_EQ(Message(AsInt(At("u"), "u").status()), "1:7: 'u' is not a 64-bit integer");
+  EXPECT_EQ(Message(AsInt(At("frac"), "frac").status()), "2:39: 'frac' is not a 64-bit integer");
+  EXPECT_EQ(Message(AsInt(At("nothing"), "nothing").status()), "3:43: 'nothing' is not an integer");
+}
+
+TEST_F(TypedAccess, AsDoubleTakesFiniteNumbers) {
+  EXPECT_EQ(*AsDouble(At("frac"), "frac"), 2.5);
+  EXPECT_EQ(*AsDouble(At("neg"), "neg"), -9223372036854775808.0);
+  EXPECT_EQ(Message(AsDouble(At("huge"), "huge").status()), "2:52: 'huge' is not a finite double");
+  EXPECT_EQ(Message(AsDouble(At("s"), "s").status()), "3:7: 's' is not a number");
+  // %.17g round trips exactly.
+  const double third = 1.0 / 3;
+  EXPECT_EQ(*AsDouble(*Parse(absl::StrFormat("%.17g", third)), "third"), third);
+}
+
+TEST_F(TypedAccess, AsStringAndAsArrayCheckTheKind) {
+  EXPECT_EQ(*AsString(At("s"), "s"), "x");
+  EXPECT_EQ(Message(AsString(At("u"), "u").status()), "1:7: 'u' is not a string");
+  absl::StatusOr<const std::vector<Value>*> list = AsArray(At("list"), "list");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ((*list)->size(), 2u);
+  EXPECT_EQ(Message(AsArray(At("s"), "s").status()), "3:7: 's' is not an array");
 }
 
 }  // namespace
-}  // namespace zero::footprint
+}  // namespace zero::json

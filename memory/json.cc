@@ -1,22 +1,27 @@
-#include "bench/footprint/json.h"
+#include "memory/json.h"
 
-#include <cstdio>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
 
-namespace zero::footprint {
+namespace zero::json {
 namespace {
 
 constexpr int kMaxDepth = 200;
 
+// Recursive descent into caller-owned values: each value is built in place in
+// its parent, so a deep document is never copied on the way up.
 class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
 
-  absl::StatusOr<JsonValue> Document() {
+  absl::StatusOr<Value> Document() {
+    Value value;
     SkipSpace();
-    ASSIGN_OR_RETURN(JsonValue value, Value(0));
+    if (absl::Status s = ParseValue(0, &value); !s.ok()) return s;
     SkipSpace();
     if (i_ < text_.size()) return Error("unexpected " + Describe() + " after the JSON value");
     return value;
@@ -24,7 +29,7 @@ class Parser {
 
  private:
   absl::Status Error(const std::string& what) const { return ErrorAt(pos_, what); }
-  static absl::Status ErrorAt(JsonPos pos, const std::string& what) {
+  static absl::Status ErrorAt(Pos pos, const std::string& what) {
     return absl::InvalidArgumentError(absl::StrFormat("%d:%d: %s", pos.line, pos.column, what));
   }
   // The character at the cursor, as an error message names it.
@@ -59,36 +64,33 @@ class Parser {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<JsonValue> Value(int depth) {
-    JsonValue v;
-    v.pos = pos_;
+  absl::Status ParseValue(int depth, Value* v) {
+    v->pos = pos_;
     switch (Peek()) {
-      case '{': return Object(depth);
-      case '[': return Array(depth);
+      case '{':
+        return Object(depth, v);
+      case '[':
+        return Array(depth, v);
       case '"':
-        v.kind = JsonValue::Kind::kString;
-        RETURN_IF_ERROR(String(&v.text));
-        return v;
+        v->kind = Value::Kind::kString;
+        return String(&v->text);
       case 't':
       case 'f':
-      case 'n': {
-        RETURN_IF_ERROR(Literal(&v));
-        return v;
-      }
+      case 'n':
+        return Literal(v);
       default:
         if (Peek() == '-' || (Peek() >= '0' && Peek() <= '9')) {
-          v.kind = JsonValue::Kind::kNumber;
-          RETURN_IF_ERROR(Number(&v.text));
-          return v;
+          v->kind = Value::Kind::kNumber;
+          return Number(&v->text);
         }
         return Error("expected a value, found " + Describe());
     }
   }
 
-  absl::Status Literal(JsonValue* v) {
-    for (auto [word, kind, value] : {std::tuple{"true", JsonValue::Kind::kBool, true},
-                                     std::tuple{"false", JsonValue::Kind::kBool, false},
-                                     std::tuple{"null", JsonValue::Kind::kNull, false}}) {
+  absl::Status Literal(Value* v) {
+    for (auto [word, kind, value] : {std::tuple{"true", Value::Kind::kBool, true},
+                                     std::tuple{"false", Value::Kind::kBool, false},
+                                     std::tuple{"null", Value::Kind::kNull, false}}) {
       const std::string_view w(word);
       if (text_.substr(i_, w.size()) == w) {
         for (size_t k = 0; k < w.size(); ++k) Advance();
@@ -114,24 +116,24 @@ class Parser {
     if (Peek() == '0') {
       Advance();
       if (Peek() >= '0' && Peek() <= '9') return Error("leading zeros are not allowed in numbers");
-    } else {
-      RETURN_IF_ERROR(Digits("in the number"));
+    } else if (absl::Status s = Digits("in the number"); !s.ok()) {
+      return s;
     }
     if (Peek() == '.') {
       Advance();
-      RETURN_IF_ERROR(Digits("after the decimal point"));
+      if (absl::Status s = Digits("after the decimal point"); !s.ok()) return s;
     }
     if (Peek() == 'e' || Peek() == 'E') {
       Advance();
       if (Peek() == '+' || Peek() == '-') Advance();
-      RETURN_IF_ERROR(Digits("in the exponent"));
+      if (absl::Status s = Digits("in the exponent"); !s.ok()) return s;
     }
     *literal = std::string(text_.substr(start, i_ - start));
     return absl::OkStatus();
   }
 
-  absl::StatusOr<uint32_t> Hex4() {
-    uint32_t value = 0;
+  absl::Status Hex4(uint32_t* value) {
+    *value = 0;
     for (int k = 0; k < 4; ++k) {
       const char c = Peek();
       int digit = c >= '0' && c <= '9'   ? c - '0'
@@ -139,10 +141,10 @@ class Parser {
                   : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                          : -1;
       if (digit < 0) return Error("expected 4 hex digits after \\u, found " + Describe());
-      value = value * 16 + digit;
+      *value = *value * 16 + digit;
       Advance();
     }
-    return value;
+    return absl::OkStatus();
   }
 
   static void AppendUtf8(uint32_t cp, std::string* out) {
@@ -165,7 +167,7 @@ class Parser {
 
   // After a backslash: one escape, appended to `out`.
   absl::Status Escape(std::string* out) {
-    const JsonPos at = pos_;
+    const Pos at = pos_;
     const char c = Peek();
     static constexpr std::string_view kFrom = "\"\\/bfnrt", kTo = "\"\\/\b\f\n\r\t";
     if (const size_t k = kFrom.find(c); c != '\0' && k != std::string_view::npos) {
@@ -175,13 +177,15 @@ class Parser {
     }
     if (c != 'u') return Error("invalid escape \\" + Describe());
     Advance();
-    ASSIGN_OR_RETURN(uint32_t cp, Hex4());
+    uint32_t cp = 0;
+    if (absl::Status s = Hex4(&cp); !s.ok()) return s;
     if (cp >= 0xdc00 && cp <= 0xdfff) return ErrorAt(at, "lone low surrogate in \\u escape");
     if (cp >= 0xd800 && cp <= 0xdbff) {
       if (text_.substr(i_, 2) != "\\u") return ErrorAt(at, "high surrogate without its pair");
       Advance();
       Advance();
-      ASSIGN_OR_RETURN(uint32_t low, Hex4());
+      uint32_t low = 0;
+      if (absl::Status s = Hex4(&low); !s.ok()) return s;
       if (low < 0xdc00 || low > 0xdfff) return ErrorAt(at, "high surrogate without its pair");
       cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
     }
@@ -208,6 +212,8 @@ class Parser {
       if ((c & 0xc0) != 0x80) return Error("truncated UTF-8 sequence in string");
       cp = (cp << 6) | (c & 0x3f);
     }
+    // Overlong forms and encoded surrogates would let two spellings of one
+    // key (or a lone surrogate) past the checks above.
     const uint32_t min = extra == 1 ? 0x80 : extra == 2 ? 0x800 : 0x10000;
     if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
       return Error("invalid UTF-8 sequence in string");
@@ -218,7 +224,7 @@ class Parser {
   }
 
   absl::Status String(std::string* out) {
-    const JsonPos start = pos_;
+    const Pos start = pos_;
     Advance();  // the opening quote
     while (true) {
       if (AtEnd()) return ErrorAt(start, "unterminated string");
@@ -228,92 +234,93 @@ class Parser {
         return absl::OkStatus();
       }
       if (c < 0x20) return Error("control character in string (escape it)");
+      absl::Status s = absl::OkStatus();
       if (c == '\\') {
         Advance();
-        RETURN_IF_ERROR(Escape(out));
+        s = Escape(out);
       } else if (c >= 0x80) {
-        RETURN_IF_ERROR(Utf8(out));
+        s = Utf8(out);
       } else {
         out->push_back(static_cast<char>(c));
         Advance();
       }
+      if (!s.ok()) return s;
     }
   }
 
-  absl::StatusOr<JsonValue> Array(int depth) {
-    JsonValue v;
-    v.kind = JsonValue::Kind::kArray;
-    v.pos = pos_;
+  // The punctuation arrays and objects share: `element` reads one item or
+  // member, the space before it already skipped.
+  template <typename Element>
+  absl::Status Sequence(int depth, char close, const char* after, Element element) {
     if (depth >= kMaxDepth) return Error("nesting deeper than 200 levels");
     Advance();
     SkipSpace();
-    if (Peek() == ']') {
+    if (Peek() == close) {
       Advance();
-      return v;
+      return absl::OkStatus();
     }
     while (true) {
       SkipSpace();
-      if (Peek() == ']') return Error("trailing comma before ']'");
-      ASSIGN_OR_RETURN(JsonValue item, Value(depth + 1));
-      v.items.push_back(std::move(item));
+      if (Peek() == close) return Error(absl::StrFormat("trailing comma before '%c'", close));
+      if (absl::Status s = element(); !s.ok()) return s;
       SkipSpace();
-      if (Peek() == ']') {
+      if (Peek() == close) {
         Advance();
-        return v;
+        return absl::OkStatus();
       }
-      RETURN_IF_ERROR(Expect(',', "or ']' after an array element"));
+      if (absl::Status s = Expect(',', after); !s.ok()) return s;
     }
   }
 
-  absl::StatusOr<JsonValue> Object(int depth) {
-    JsonValue v;
-    v.kind = JsonValue::Kind::kObject;
-    v.pos = pos_;
-    if (depth >= kMaxDepth) return Error("nesting deeper than 200 levels");
-    Advance();
+  absl::Status Array(int depth, Value* v) {
+    v->kind = Value::Kind::kArray;
+    return Sequence(depth, ']', "or ']' after an array element",
+                    [&] { return ParseValue(depth + 1, &v->items.emplace_back()); });
+  }
+
+  absl::Status Object(int depth, Value* v) {
+    v->kind = Value::Kind::kObject;
+    return Sequence(depth, '}', "or '}' after an object member",
+                    [&] { return ObjectMember(depth, v); });
+  }
+
+  // `"key": value`, appended to the object `v`.
+  absl::Status ObjectMember(int depth, Value* v) {
+    if (Peek() != '"') return Error("expected a string key, found " + Describe());
+    const Pos key_pos = pos_;
+    std::string key;
+    if (absl::Status s = String(&key); !s.ok()) return s;
+    // Rejected rather than first-wins: a reader that sees the other copy
+    // would disagree with this one about the document.
+    if (v->Find(key) != nullptr) return ErrorAt(key_pos, "duplicate key \"" + key + "\"");
     SkipSpace();
-    if (Peek() == '}') {
-      Advance();
-      return v;
-    }
-    while (true) {
-      SkipSpace();
-      if (Peek() == '}') return Error("trailing comma before '}'");
-      if (Peek() != '"') return Error("expected a string key, found " + Describe());
-      const JsonPos key_pos = pos_;
-      std::string key;
-      RETURN_IF_ERROR(String(&key));
-      if (v.Find(key) != nullptr) return ErrorAt(key_pos, "duplicate key \"" + key + "\"");
-      SkipSpace();
-      RETURN_IF_ERROR(Expect(':', "after an object key"));
-      SkipSpace();
-      ASSIGN_OR_RETURN(JsonValue member, Value(depth + 1));
-      v.members.emplace_back(std::move(key), std::move(member));
-      v.key_pos.push_back(key_pos);
-      SkipSpace();
-      if (Peek() == '}') {
-        Advance();
-        return v;
-      }
-      RETURN_IF_ERROR(Expect(',', "or '}' after an object member"));
-    }
+    if (absl::Status s = Expect(':', "after an object key"); !s.ok()) return s;
+    SkipSpace();
+    v->key_pos.push_back(key_pos);
+    return ParseValue(depth + 1, &v->members.emplace_back(std::move(key), Value()).second);
   }
 
   std::string_view text_;
   size_t i_ = 0;
-  JsonPos pos_;
+  Pos pos_;
 };
+
+// "LINE:COL: 'where' is not `expected`", at the offending value.
+absl::Status TypeError(const Value& v, const std::string& where, std::string_view expected) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%d:%d: '%s' is not %s", v.pos.line, v.pos.column, where, expected));
+}
 
 }  // namespace
 
-const JsonValue* JsonValue::Find(std::string_view key) const {
+const Value* Value::Find(std::string_view key) const {
   for (const auto& [name, value] : members) {
     if (name == key) return &value;
   }
   return nullptr;
 }
 
-std::optional<uint64_t> JsonValue::AsUint() const {
+std::optional<uint64_t> Value::AsUint() const {
   if (kind != Kind::kNumber || text.empty()) return std::nullopt;
   uint64_t value = 0;
   for (char c : text) {
@@ -325,30 +332,46 @@ std::optional<uint64_t> JsonValue::AsUint() const {
   return value;
 }
 
-std::string_view KindName(JsonValue::Kind kind) {
+std::string_view KindName(Value::Kind kind) {
   switch (kind) {
-    case JsonValue::Kind::kNull: return "null";
-    case JsonValue::Kind::kBool: return "true or false";
-    case JsonValue::Kind::kNumber: return "a number";
-    case JsonValue::Kind::kString: return "a string";
-    case JsonValue::Kind::kArray: return "an array";
-    case JsonValue::Kind::kObject: return "an object";
+    case Value::Kind::kNull:
+      return "null";
+    case Value::Kind::kBool:
+      return "true or false";
+    case Value::Kind::kNumber:
+      return "a number";
+    case Value::Kind::kString:
+      return "a string";
+    case Value::Kind::kArray:
+      return "an array";
+    case Value::Kind::kObject:
+      return "an object";
   }
   return "?";
 }
 
-absl::StatusOr<JsonValue> ParseJson(std::string_view text) { return Parser(text).Document(); }
+absl::StatusOr<Value> Parse(std::string_view text) { return Parser(text).Document(); }
 
-std::string JsonQuote(std::string_view text) {
+std::string Quote(std::string_view text) {
   std::string out = "\"";
   for (const char ch : text) {
     const unsigned char c = ch;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -360,4 +383,53 @@ std::string JsonQuote(std::string_view text) {
   return out + "\"";
 }
 
-}  // namespace zero::footprint
+absl::StatusOr<const Value*> Member(const Value& object, std::string_view key,
+                                    const std::string& where) {
+  if (object.kind != Value::Kind::kObject) return TypeError(object, where, "an object");
+  const Value* v = object.Find(key);
+  if (v == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d:%d: '%s' has no member '%s'", object.pos.line, object.pos.column, where, key));
+  }
+  return v;
+}
+
+absl::StatusOr<uint64_t> AsUint(const Value& v, const std::string& where) {
+  // Two messages, as strtoull would need: a sign is the wrong kind of value,
+  // a fraction, exponent or overflow the wrong size.
+  if (v.kind != Value::Kind::kNumber || v.text[0] == '-') {
+    return TypeError(v, where, "a non-negative integer");
+  }
+  const std::optional<uint64_t> u = v.AsUint();
+  if (!u.has_value()) return TypeError(v, where, "a 64-bit non-negative integer");
+  return *u;
+}
+
+absl::StatusOr<int64_t> AsInt(const Value& v, const std::string& where) {
+  if (v.kind != Value::Kind::kNumber) return TypeError(v, where, "an integer");
+  errno = 0;
+  char* end = nullptr;
+  const long long i = std::strtoll(v.text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return TypeError(v, where, "a 64-bit integer");
+  return static_cast<int64_t>(i);
+}
+
+absl::StatusOr<double> AsDouble(const Value& v, const std::string& where) {
+  if (v.kind != Value::Kind::kNumber) return TypeError(v, where, "a number");
+  errno = 0;
+  const double d = std::strtod(v.text.c_str(), nullptr);
+  if (errno != 0 || !std::isfinite(d)) return TypeError(v, where, "a finite double");
+  return d;
+}
+
+absl::StatusOr<std::string> AsString(const Value& v, const std::string& where) {
+  if (v.kind != Value::Kind::kString) return TypeError(v, where, "a string");
+  return v.text;
+}
+
+absl::StatusOr<const std::vector<Value>*> AsArray(const Value& v, const std::string& where) {
+  if (v.kind != Value::Kind::kArray) return TypeError(v, where, "an array");
+  return &v.items;
+}
+
+}  // namespace zero::json
