@@ -103,13 +103,17 @@ absl::Status Engine::CheckAgreement(uint64_t mine, const std::string& what) {
 // state): stage 0 holds everything whole, 1 shards the optimizer state and
 // master weights, 2 also the gradients, 3 also the parameters. With e = 2
 // that is the ZeRO paper's 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N and 16Ψ/N.
+// Padding must hold zeros: it is summed, updated and gathered like the rest.
+absl::Status Engine::AllocateZeroed(Buffer& b, MemoryResource* from, size_t bytes, Tag tag) {
+  ASSIGN_OR_RETURN(b, Buffer::Allocate(from, bytes, tag, stream_));
+  return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
+}
+
 absl::Status Engine::AllocateModelStates() {
   const size_t full = layout_.padded_numel();
   const size_t shard = layout_.shard_numel();
-  auto alloc = [&](Buffer& b, size_t bytes, Tag tag) -> absl::Status {
-    ASSIGN_OR_RETURN(b, Buffer::Allocate(pool_, bytes, tag, stream_));
-    // Padding must hold zeros: it is summed, updated and gathered like the rest.
-    return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
+  auto alloc = [&](Buffer& b, size_t bytes, Tag tag) {
+    return AllocateZeroed(b, pool_, bytes, tag);
   };
   const int stage = config_.stage;
   if (offload()) return AllocateHostStates();

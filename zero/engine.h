@@ -148,6 +148,7 @@ class Engine {
   Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer, Communicator* comm,
          DeviceSystem* devices, int device);
   absl::Status AllocateModelStates();
+  absl::Status AllocateZeroed(Buffer& b, MemoryResource* from, size_t bytes, Tag tag);
   // Every rank shares `mine`; any difference fails them all alike.
   absl::Status CheckAgreement(uint64_t mine, const std::string& what);
   absl::Status Fail(absl::Status status);  // aborts the group, returns status
@@ -168,6 +169,13 @@ class Engine {
 
   // Update (engine_step.cc).
   absl::Status UpdateUnit(int unit, float grad_scale);
+  // One optimizer call over `master` (state from `state_offset`, the
+  // unit's owned gradients); writes the model-dtype copy to `copy` when
+  // mixed. Enqueued on the card's stream, or run on the calling thread.
+  absl::Status RunOptimizer(int unit, std::span<float> master, size_t state_offset, void* copy,
+                            int64_t step, float grad_scale, bool on_card);
+  // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
+  float MeanGradScale() const;
   // The averaged gradient's global L2 norm (clip.cc); 0 on meta devices,
   // not finite when any rank's gradients overflowed.
   absl::StatusOr<double> GlobalGradNorm(float grad_scale);

@@ -77,10 +77,10 @@ absl::Status Engine::ReduceReadyUnits() {
     if (units_[next_unit_to_reduce_].received < u.end_param - u.first_param) break;
     if (absl::Status s = ReduceUnit(next_unit_to_reduce_); !s.ok()) return Fail(s);
     if (UpdatesEarly()) {
-      // The optimizer's grad_scale and step as Step will have them.
+      // The optimizer's grad_scale and step as Step will have them (no
+      // clipping or loss scale when updating early).
       const int unit = next_unit_to_reduce_;
-      const float scale = 1.0f / static_cast<float>(layout_.world_size() *
-                                                    config_.gradient_accumulation_steps);
+      const float scale = MeanGradScale();
       const int64_t step = steps_ + 1;
       worker_->Post([this, unit, step, scale] { return StepOnHost(unit, step, scale); });
       updated_early_ = true;

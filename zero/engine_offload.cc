@@ -18,9 +18,8 @@ absl::Status Engine::AllocateHostStates() {
   const size_t capacity = config_.host_capacity > 0 ? config_.host_capacity : size_t{1} << 50;
   ASSIGN_OR_RETURN(host_pool_, PinnedHostPool::Create(devices_, capacity));
   worker_ = std::make_unique<SerialWorker>();
-  auto alloc = [&](Buffer& b, MemoryResource* from, size_t bytes, Tag tag) -> absl::Status {
-    ASSIGN_OR_RETURN(b, Buffer::Allocate(from, bytes, tag, stream_));
-    return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
+  auto alloc = [&](Buffer& b, MemoryResource* from, size_t bytes, Tag tag) {
+    return AllocateZeroed(b, from, bytes, tag);
   };
   const bool params_home = config_.offload == Offload::kParameters;
   MemoryResource* host = host_pool_.get();
@@ -50,17 +49,8 @@ absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
   const bool params_home = config_.offload == Offload::kParameters;
   void* copy = nullptr;
   if (mixed_) copy = params_home ? ModelPiece(unit) : At(host_params_, u.shard_offset);
-  std::vector<std::span<float>> state;
-  for (Buffer& s : state_) state.emplace_back(s.data<float>() + u.shard_offset, u.shard);
-  StepArgs args{.params = {master, u.shard},
-                .grads = OwnedGrad(unit),
-                .grad_dtype = dtype_,
-                .state = state,
-                .step = step,
-                .grad_scale = grad_scale,
-                .param_copy = copy,
-                .copy_dtype = mixed_ ? dtype_ : DType::kBF16};
-  RETURN_IF_ERROR(optimizer_->Step(args));
+  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset, copy, step, grad_scale,
+                               /*on_card=*/false));
   // fp32 parameters kept on the host are the master's copy.
   if (!mixed_ && params_home) std::memcpy(ModelPiece(unit), master, u.shard * sizeof(float));
   return absl::OkStatus();

@@ -26,10 +26,7 @@ absl::Status Engine::Step() {
                                       absl::StrJoin(missing, ", "))
                     : std::string())));
   }
-  const int n = layout_.world_size();
-  // Undoes the mean over ranks and micro-batches (and the loss scale).
-  float grad_scale = scaler_ ? static_cast<float>(1.0 / (double(n * gas) * scaler_->scale()))
-                             : 1.0f / static_cast<float>(n * gas);
+  float grad_scale = MeanGradScale();
   if (config_.max_grad_norm > 0 || scaler_) {
     absl::StatusOr<double> norm = GlobalGradNorm(grad_scale);
     if (!norm.ok()) return Fail(norm.status());
@@ -65,6 +62,28 @@ absl::Status Engine::SkipStep() {
   return absl::OkStatus();
 }
 
+absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t state_offset,
+                                  void* copy, int64_t step, float grad_scale, bool on_card) {
+  std::vector<std::span<float>> state;
+  for (Buffer& s : state_) state.emplace_back(s.data<float>() + state_offset, master.size());
+  StepArgs args{.params = master,
+                .grads = OwnedGrad(unit),
+                .grad_dtype = dtype_,
+                .state = state,
+                .step = step,
+                .grad_scale = grad_scale,
+                .param_copy = copy,
+                .copy_dtype = mixed_ ? dtype_ : DType::kBF16};
+  if (on_card) return optimizer_->StepCuda(args, stream_->native_handle());
+  return optimizer_->Step(args);
+}
+
+float Engine::MeanGradScale() const {
+  const int terms = layout_.world_size() * config_.gradient_accumulation_steps;
+  if (scaler_) return static_cast<float>(1.0 / (double(terms) * scaler_->scale()));
+  return 1.0f / static_cast<float>(terms);
+}
+
 float* Engine::MasterPiece(int unit) {
   const Unit& u = layout_.units()[unit];
   const int stage = config_.stage;
@@ -91,22 +110,10 @@ absl::Status Engine::UpdateUnit(int unit, float grad_scale) {
   char* params = whole ? At(params_, u.offset) : ModelPiece(unit);
   float* master = mixed_ ? master_.data<float>() + state_offset : reinterpret_cast<float*>(params);
   if (has_bytes()) {
-    std::vector<std::span<float>> state;
-    for (Buffer& s : state_) state.emplace_back(s.data<float>() + state_offset, count);
-    StepArgs args{.params = {master, count},
-                  .grads = OwnedGrad(unit),
-                  .grad_dtype = dtype_,
-                  .state = state,
-                  .step = steps_,
-                  .grad_scale = grad_scale,
-                  .param_copy = mixed_ ? params : nullptr,
-                  .copy_dtype = mixed_ ? dtype_ : DType::kBF16};
-    if (devices_->kind() == DeviceKind::kCuda) {
-      RETURN_IF_ERROR(optimizer_->StepCuda(args, stream_->native_handle()));
-    } else {
-      RETURN_IF_ERROR(stream_->Synchronize());
-      RETURN_IF_ERROR(optimizer_->Step(args));
-    }
+    const bool on_card = devices_->kind() == DeviceKind::kCuda;
+    if (!on_card) RETURN_IF_ERROR(stream_->Synchronize());
+    RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, state_offset, mixed_ ? params : nullptr,
+                                 steps_, grad_scale, on_card));
   }
   // Stage 3 keeps its pieces; they are gathered when next fetched.
   if (whole || config_.stage == 3) return absl::OkStatus();
