@@ -197,16 +197,75 @@ TEST_F(EngineErrors, StageThreeFetchOrderDiffersBetweenRanks) {
 }
 
 TEST_F(EngineErrors, BadConfig) {
-  EngineConfig no_micro_batches, negative_clip, no_stage_four;
+  EngineConfig no_micro_batches, negative_clip, no_stage_four, no_chunk, bad_dtype, bad_scaler;
   no_micro_batches.gradient_accumulation_steps = 0;
   negative_clip.max_grad_norm = -1;
   no_stage_four.stage = 4;
-  for (const EngineConfig& config : {no_micro_batches, negative_clip, no_stage_four}) {
+  no_chunk.reduce_chunk_elements = 0;
+  bad_dtype.param_dtype = static_cast<DType>(7);
+  bad_scaler.param_dtype = DType::kF16;
+  bad_scaler.loss_scaler.backoff_factor = 2.0;  // would grow on overflow
+  for (const EngineConfig& config :
+       {no_micro_batches, negative_clip, no_stage_four, no_chunk, bad_dtype, bad_scaler}) {
     auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) {
       return Engine::Create(config, Specs(), adam_.get(), comm, d, r).status();
     });
     for (const absl::Status& s : status) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   }
+}
+
+// A bf16 model is read through param_view; param() says so.
+TEST_F(EngineErrors, Fp32AccessToBf16Parameters) {
+  EngineConfig config = Stage2();
+  config.param_dtype = DType::kBF16;
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(comm, d, r, Specs(), config));
+    absl::StatusOr<std::span<float>> p = engine->param(0);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr("use param_view"));
+    ASSIGN_OR_RETURN(Engine::ParamView view, engine->param_view(0));
+    EXPECT_EQ(view.dtype, DType::kBF16);
+    EXPECT_EQ(view.numel, 100u);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
+}
+
+// With offload_overlap the step is applied during the last micro-batch's
+// backward, so dropping the gradients afterwards would be a lie: refused,
+// and the step then completes normally.
+TEST_F(EngineErrors, ZeroGradAfterTheStepWasAppliedEarly) {
+  EngineConfig config = Stage2();
+  config.offload = Offload::kOptimizer;
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(comm, d, r, Specs(), config));
+    RETURN_IF_ERROR(AllGrads(*engine));
+    const absl::Status zero = engine->ZeroGrad();
+    EXPECT_EQ(zero.code(), absl::StatusCode::kFailedPrecondition) << zero;
+    EXPECT_THAT(std::string(zero.message()), HasSubstr("call Step"));
+    RETURN_IF_ERROR(engine->Step());
+    EXPECT_EQ(engine->stats().steps, 1);
+    return engine->ZeroGrad();
+  });
+  for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
+}
+
+// Restore checks what it is given before touching anything.
+TEST_F(EngineErrors, RestoreToANegativeStepOrAForeignScale) {
+  EngineConfig config = Stage2();
+  config.param_dtype = DType::kF16;
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(comm, d, r, Specs(), config));
+    const absl::Status negative = engine->Restore({.steps = -1, .loss_scaler = std::nullopt});
+    EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument) << negative;
+    Engine::ResumePoint bad_scale = engine->resume_point();
+    bad_scale.loss_scaler->scale = -4;
+    const absl::Status scale = engine->Restore(bad_scale);
+    EXPECT_EQ(scale.code(), absl::StatusCode::kInvalidArgument) << scale;
+    EXPECT_EQ(engine->loss_scale(), 65536.0);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace
