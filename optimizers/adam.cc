@@ -60,25 +60,17 @@ class AdamOptimizer final : public Optimizer {
   }
   int state_buffers() const override { return 2; }
 
-  absl::Status Step(const StepArgs& args) override {
-    if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
-    cpu::RunAdam(MakeAdamScalars(config_, args.step, args.grad_scale), args);
-    return absl::OkStatus();
-  }
-
-  absl::Status StepCuda(const StepArgs& args, void* stream) override {
-    if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
-    return cuda::StepAdam(MakeAdamScalars(config_, args.step, args.grad_scale), args, stream);
-  }
-
-  absl::Status set_lr(double lr) override {
-    if (absl::Status s = CheckNonNegative("lr", lr); !s.ok()) return s;
-    config_.lr = lr;
-    return absl::OkStatus();
-  }
   double lr() const override { return config_.lr; }
 
  private:
+  void DoStep(const StepArgs& args) override {
+    cpu::RunAdam(MakeAdamScalars(config_, args.step, args.grad_scale), args);
+  }
+  absl::Status DoStepCuda(const StepArgs& args, void* stream) override {
+    return cuda::StepAdam(MakeAdamScalars(config_, args.step, args.grad_scale), args, stream);
+  }
+  void DoSetLr(double lr) override { config_.lr = lr; }
+
   AdamConfig config_;
 };
 

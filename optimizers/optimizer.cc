@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "optimizers/hyper_params.h"
 
 namespace zero {
 
@@ -33,6 +34,23 @@ absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers) {
   if (args.param_copy != nullptr && !IsValid(args.copy_dtype)) {
     return absl::InvalidArgumentError("invalid copy_dtype");
   }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::Step(const StepArgs& args) {
+  if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
+  DoStep(args);
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::StepCuda(const StepArgs& args, void* stream) {
+  if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
+  return DoStepCuda(args, stream);
+}
+
+absl::Status Optimizer::set_lr(double lr) {
+  if (absl::Status s = CheckNonNegative("lr", lr); !s.ok()) return s;
+  DoSetLr(lr);
   return absl::OkStatus();
 }
 

@@ -37,6 +37,9 @@ absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers);
 // so one object serves any number of slices. Step and StepCuda do not modify
 // the object: concurrent calls on disjoint slices are safe, but not
 // concurrently with set_lr.
+//
+// Non-virtual interface (as MemoryResource and Communicator): the public
+// calls validate once, here, and implementations see only valid arguments.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -47,16 +50,23 @@ class Optimizer {
 
   // Host memory; runs on all CPU threads of the pool (optimizers/parallel.h)
   // with the best SIMD level (optimizers/cpu/isa.h). Blocks until done.
-  virtual absl::Status Step(const StepArgs& args) = 0;
+  // InvalidArgument (ValidateStepArgs) before touching anything.
+  absl::Status Step(const StepArgs& args);
   // Device-accessible memory; enqueues one fused kernel on `stream` (a
   // cudaStream_t; nullptr is the legacy default stream) and returns. Same
-  // arithmetic as Step, bit for bit.
-  virtual absl::Status StepCuda(const StepArgs& args, void* stream) = 0;
+  // arithmetic as Step, bit for bit. Validated as Step.
+  absl::Status StepCuda(const StepArgs& args, void* stream);
 
   // Learning rate as a double, like torch's Python float: the per-step
   // constants are derived in double and rounded once, as torch does.
-  virtual absl::Status set_lr(double lr) = 0;
+  // InvalidArgument for a negative or non-finite rate.
+  absl::Status set_lr(double lr);
   virtual double lr() const = 0;
+
+ protected:
+  virtual void DoStep(const StepArgs& args) = 0;
+  virtual absl::Status DoStepCuda(const StepArgs& args, void* stream) = 0;
+  virtual void DoSetLr(double lr) = 0;
 };
 
 }  // namespace zero

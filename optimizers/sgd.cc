@@ -42,25 +42,16 @@ class SgdOptimizer final : public Optimizer {
   std::string_view name() const override { return "sgd"; }
   int state_buffers() const override { return has_momentum() ? 1 : 0; }
 
-  absl::Status Step(const StepArgs& args) override {
-    if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
-    cpu::RunSgd(MakeScalars(config_, config_.lr, args), has_momentum(), args);
-    return absl::OkStatus();
-  }
-
-  absl::Status StepCuda(const StepArgs& args, void* stream) override {
-    if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
-    return cuda::StepSgd(MakeScalars(config_, config_.lr, args), has_momentum(), args, stream);
-  }
-
-  absl::Status set_lr(double lr) override {
-    if (absl::Status s = CheckNonNegative("lr", lr); !s.ok()) return s;
-    config_.lr = lr;
-    return absl::OkStatus();
-  }
   double lr() const override { return config_.lr; }
 
  private:
+  void DoStep(const StepArgs& args) override {
+    cpu::RunSgd(MakeScalars(config_, config_.lr, args), has_momentum(), args);
+  }
+  absl::Status DoStepCuda(const StepArgs& args, void* stream) override {
+    return cuda::StepSgd(MakeScalars(config_, config_.lr, args), has_momentum(), args, stream);
+  }
+  void DoSetLr(double lr) override { config_.lr = lr; }
   bool has_momentum() const { return config_.momentum != 0.0; }
 
   SgdConfig config_;
