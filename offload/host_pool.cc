@@ -51,104 +51,45 @@ absl::StatusOr<std::unique_ptr<PinnedHostPool>> PinnedHostPool::Create(
 
 PinnedHostPool::PinnedHostPool(std::unique_ptr<ArenaSource> source, size_t capacity,
                                Options options)
-    : source_(std::move(source)), capacity_(capacity), options_(options) {
-  stats_.device = -1;
-  stats_.capacity = capacity;
-}
+    : CachingPool(/*device=*/-1, capacity, source->alignment(),
+                  {.round_to = options.round_to, .timeline_limit = options.timeline_limit}),
+      source_(std::move(source)),
+      arena_bytes_(options.arena_bytes) {}
 
 PinnedHostPool::~PinnedHostPool() {
   std::lock_guard<std::mutex> lock(mu_);
-  StreamList streams;
-  for (const auto& [addr, block] : blocks_.blocks()) MergeStreams(streams, block.streams);
-  for (Stream* s : streams) (void)s->Synchronize();
+  SynchronizeAll();
   for (const auto& [segment, arena] : arenas_) {
     source_->Free(reinterpret_cast<void*>(arena.base), arena.bytes);
   }
 }
 
-absl::Status PinnedHostPool::CheckRequest(size_t bytes, size_t alignment) const {
-  if (bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: cannot allocate zero bytes", kName));
-  }
-  if (!IsPowerOfTwo(alignment) || alignment > source_->alignment()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: alignment %d must be a power of two no larger than %d", kName,
-                        alignment, source_->alignment()));
-  }
-  return absl::OkStatus();
+std::string PinnedHostPool::Name() const { return std::string(kName); }
+
+std::string PinnedHostPool::Describe() const {
+  return absl::StrFormat("%s (%s)", kName, std::string(source_->name()));
 }
 
-absl::StatusOr<void*> PinnedHostPool::DoAllocate(size_t bytes, size_t alignment, Tag tag,
-                                                 Stream* stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status valid = CheckRequest(bytes, alignment); !valid.ok()) {
-    ++stats_.num_errors;
-    return valid;
-  }
-  if (bytes > capacity_) return OutOfMemory(bytes, tag, "larger than the whole pool");
-  const size_t size = AlignUp(bytes, options_.round_to);
-  BlockMap::iterator it = blocks_.FindFit(size, alignment);
-  if (it == blocks_.blocks().end()) {
-    // Arena bases are aligned to the source's alignment (>= `alignment`), so
-    // a fresh arena needs no slack for it.
-    absl::StatusOr<BlockMap::iterator> added = AddArena(size);
-    if (!added.ok()) {
-      if (!absl::IsResourceExhausted(added.status())) return added.status();
-      return OutOfMemory(bytes, tag, added.status().message());
-    }
-    it = *added;
-  }
-  RETURN_IF_ERROR(BlockSet::OrderAfterUses(it->second, stream));
-  it = blocks_.Carve(it, size, alignment);
-  it->second.requested = bytes;
-  it->second.tag = tag;
-  CountAlloc(stats_, it->second.size, bytes, tag);
-  return reinterpret_cast<void*>(it->first);
+std::string PinnedHostPool::ReservedDetail() const {
+  return absl::StrFormat(" in %d arenas", arenas_.size());
 }
 
-// A new arena as one free block of its own segment. When the capacity left
-// is too small, arenas with nothing allocated go back first (their room may
-// be usable as one larger arena).
-absl::StatusOr<PinnedHostPool::BlockMap::iterator> PinnedHostPool::AddArena(size_t need) {
+// A new arena as one free block of its own segment. Arena bases are aligned
+// to the source's alignment (>= any request's), so `size` needs no slack.
+absl::StatusOr<PinnedHostPool::BlockMap::iterator> PinnedHostPool::Grow(size_t size,
+                                                                       size_t /*alignment*/) {
   const size_t align = source_->alignment();
-  const size_t want = AlignUp(std::max(need, options_.arena_bytes), align);
-  size_t room = AlignDown(capacity_ - stats_.reserved, align);
-  if (room < need) {
-    ASSIGN_OR_RETURN(size_t released, TrimLocked());
-    if (released > 0) room = AlignDown(capacity_ - stats_.reserved, align);
-  }
-  if (room < need) {
+  const size_t room = AlignDown(capacity_ - stats_.reserved, align);
+  if (room < size) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "capacity leaves %s for a new arena", FormatBytes(room)));
   }
-  const size_t bytes = std::min(want, room);
+  const size_t bytes = std::min(AlignUp(std::max(size, arena_bytes_), align), room);
   ASSIGN_OR_RETURN(void* base, source_->Allocate(bytes));
   const uint32_t segment = next_segment_++;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(base);
   arenas_[segment] = Arena{addr, bytes};
-  stats_.reserved += bytes;
-  stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
-  ++stats_.num_maps;
-  return blocks_.InsertFree(addr, Block{.size = bytes, .segment = segment, .streams = {}});
-}
-
-absl::Status PinnedHostPool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<BlockMap::iterator> found =
-      blocks_.FindAllocated(reinterpret_cast<uintptr_t>(ptr), bytes);
-  if (!found.ok()) {
-    ++stats_.num_errors;
-    return Annotate(found.status(), kName);
-  }
-  const Block& block = (*found)->second;
-  CountFree(stats_, block.size, block.requested, block.tag);
-  blocks_.Free(*found, stream);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<size_t> PinnedHostPool::Trim() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return TrimLocked();
+  return AddMapped(addr, bytes, segment);
 }
 
 // Free blocks coalesce within their arena, so a wholly free arena is exactly
@@ -166,33 +107,11 @@ absl::StatusOr<size_t> PinnedHostPool::TrimLocked() {
     for (Stream* s : it->second.streams) RETURN_IF_ERROR(s->Synchronize());
     blocks_.EraseFree(it);
     source_->Free(reinterpret_cast<void*>(arena.base), arena.bytes);
-    stats_.reserved -= arena.bytes;
-    ++stats_.num_unmaps;
+    Released(arena.base, arena.bytes);
     released += arena.bytes;
     a = arenas_.erase(a);
   }
   return released;
-}
-
-absl::Status PinnedHostPool::OutOfMemory(size_t bytes, Tag tag, absl::string_view why) {
-  ++stats_.num_ooms;
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s (%s): out of memory allocating %s for %s (%s): %s allocated, %s reserved in %d "
-      "arenas, %s free of %s capacity, largest free block %s",
-      kName, std::string(source_->name()), FormatBytes(bytes), std::string(TagName(tag)),
-      std::string(why), FormatBytes(stats_.allocated), FormatBytes(stats_.reserved),
-      arenas_.size(), FormatBytes(capacity_ - stats_.allocated), FormatBytes(capacity_),
-      FormatBytes(blocks_.largest_free())));
-}
-
-PoolStats PinnedHostPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return Reported(stats_, blocks_.largest_free());
-}
-
-void PinnedHostPool::ResetPeaks() {
-  std::lock_guard<std::mutex> lock(mu_);
-  zero::ResetPeaks(stats_);
 }
 
 }  // namespace zero

@@ -1,9 +1,9 @@
 // A caching pool of pinned host memory: the home of offloaded tensors.
 //
 // Blocks are carved from a few large arenas (cudaHostAlloc on cards, mmap on
-// host devices, addresses only on meta) by the same best-fit / split /
-// coalesce bookkeeping as the device pool (memory/block_set.h); blocks never
-// merge across arenas. Arenas are added on demand up to `capacity` bytes and
+// host devices, addresses only on meta) by the same allocation routine as the
+// device pool (memory/caching_pool.h): this class only adds and frees arenas;
+// blocks never merge across arenas. Arenas are added on demand up to `capacity` bytes and
 // returned by Trim when wholly free.
 //
 // Stream-ordered reuse, as the device pool: a block freed on stream A is
@@ -22,10 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "memory/block_set.h"
+#include "memory/caching_pool.h"
 #include "memory/device_system.h"
-#include "memory/pool_stats.h"
-#include "memory/resource.h"
 #include "memory/units.h"
 #include "offload/arena_source.h"
 
@@ -35,10 +33,18 @@ struct PinnedHostPoolOptions {
   // A new arena is this large (or the request, if larger), capped by what
   // the capacity leaves: a few large arenas, since pinning is slow.
   size_t arena_bytes = 256 * kMiB;
-  size_t round_to = 512;  // every request rounds up to this (power of two)
+  size_t round_to = 512;             // every request rounds up to this (power of two)
+  size_t timeline_limit = 1u << 16;  // events kept; 0 disables the timeline
 };
 
-class PinnedHostPool final : public MemoryResource {
+// Errors, as every CachingPool: InvalidArgument (zero size; alignment not a
+// power of two or above the arena alignment), ResourceExhausted (beyond
+// capacity, with the pool's state); Deallocate: NotFound (foreign pointer),
+// FailedPrecondition (double free), InvalidArgument (size mismatch). State is
+// intact after any. Stats report device -1; "reserved" is bytes held in
+// arenas, num_maps/num_unmaps count arenas added and released; each arena is
+// one segment of the snapshot.
+class PinnedHostPool final : public CachingPool {
  public:
   using Options = PinnedHostPoolOptions;
 
@@ -51,56 +57,29 @@ class PinnedHostPool final : public MemoryResource {
       std::unique_ptr<ArenaSource> source, size_t capacity_bytes, Options options = {});
   // Waits for the streams that used its blocks, then frees every arena.
   ~PinnedHostPool() override;
-  PinnedHostPool(const PinnedHostPool&) = delete;
-  PinnedHostPool& operator=(const PinnedHostPool&) = delete;
 
-  size_t capacity() const { return capacity_; }
   // False on meta: pointers are addresses only and must not be dereferenced.
   bool has_bytes() const { return source_->has_bytes(); }
   std::string_view source_name() const { return source_->name(); }
 
-  // Frees every arena with nothing allocated in it, after synchronizing the
-  // streams that used it. Returns the bytes released.
-  absl::StatusOr<size_t> Trim();
-
-  // Device -1; "reserved" is bytes held in arenas, num_maps/num_unmaps count
-  // arenas added and released.
-  PoolStats stats() const;
-  void ResetPeaks();
-
- protected:
-  // Errors: InvalidArgument (zero size; alignment not a power of two or above
-  // the arena alignment), ResourceExhausted (beyond capacity, with the pool's
-  // state). Deallocate: NotFound (foreign pointer), FailedPrecondition
-  // (double free), InvalidArgument (size mismatch). State is intact after any.
-  absl::StatusOr<void*> DoAllocate(size_t bytes, size_t alignment, Tag tag,
-                                   Stream* stream) override;
-  absl::Status DoDeallocate(void* ptr, size_t bytes, Stream* stream) override;
-
  private:
-  using Block = BlockSet::Block;
-  using BlockMap = BlockSet::Map;
   struct Arena {
     uintptr_t base = 0;
     size_t bytes = 0;
   };
 
   PinnedHostPool(std::unique_ptr<ArenaSource> source, size_t capacity, Options options);
-  absl::Status CheckRequest(size_t bytes, size_t alignment) const;
-  absl::StatusOr<BlockMap::iterator> AddArena(size_t need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<size_t> TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status OutOfMemory(size_t bytes, Tag tag, absl::string_view why)
+  std::string Name() const override;
+  std::string Describe() const override;
+  std::string ReservedDetail() const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<BlockMap::iterator> Grow(size_t size, size_t alignment) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<size_t> TrimLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<ArenaSource> source_;
-  const size_t capacity_;
-  const Options options_;
-
-  mutable std::mutex mu_;
-  BlockSet blocks_ ABSL_GUARDED_BY(mu_);  // every arena byte is in one block
+  const size_t arena_bytes_;
   std::map<uint32_t, Arena> arenas_ ABSL_GUARDED_BY(mu_);  // by segment id
   uint32_t next_segment_ ABSL_GUARDED_BY(mu_) = 0;
-  PoolStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zero

@@ -1,5 +1,6 @@
 // One typed suite run over every resource, as RMM tests its resources: the
-// pool itself and each adaptor stacked over it.
+// device pool, the pinned host pool (the same CachingPool routine over host
+// arenas) and each adaptor stacked over the device pool.
 #include <sstream>
 
 #include "gmock/gmock.h"
@@ -9,6 +10,7 @@
 #include "memory/logging_adaptor.h"
 #include "memory/statistics_adaptor.h"
 #include "memory/units.h"
+#include "offload/host_pool.h"
 
 namespace zero {
 namespace {
@@ -16,21 +18,28 @@ namespace {
 using ::testing::HasSubstr;
 
 struct PoolOnly {
-  explicit PoolOnly(DevicePool* pool) : top(pool) {}
+  explicit PoolOnly(DeviceSystem* system) : top(&system->pool(0)) {}
+  MemoryResource* top;
+};
+struct PinnedOnly {
+  explicit PinnedOnly(DeviceSystem* system)
+      : pool(*PinnedHostPool::Create(system, 64 * kMiB, {.arena_bytes = 8 * kMiB})),
+        top(pool.get()) {}
+  std::unique_ptr<PinnedHostPool> pool;
   MemoryResource* top;
 };
 struct WithStatistics {
-  explicit WithStatistics(DevicePool* pool) : stats(pool), top(&stats) {}
+  explicit WithStatistics(DeviceSystem* system) : stats(&system->pool(0)), top(&stats) {}
   StatisticsAdaptor stats;
   MemoryResource* top;
 };
 struct WithLimit {
-  explicit WithLimit(DevicePool* pool) : limit(pool, 48 * kMiB), top(&limit) {}
+  explicit WithLimit(DeviceSystem* system) : limit(&system->pool(0), 48 * kMiB), top(&limit) {}
   LimitingAdaptor limit;
   MemoryResource* top;
 };
 struct WithLogging {
-  explicit WithLogging(DevicePool* pool) : log(pool, &out), top(&log) {}
+  explicit WithLogging(DeviceSystem* system) : log(&system->pool(0), &out), top(&log) {}
   std::ostringstream out;
   LoggingAdaptor log;
   MemoryResource* top;
@@ -41,14 +50,14 @@ class ResourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     system_ = *DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB});
-    stack_ = std::make_unique<Stack>(&system_->pool(0));
+    stack_ = std::make_unique<Stack>(system_.get());
   }
   MemoryResource& resource() { return *stack_->top; }
   std::unique_ptr<DeviceSystem> system_;
   std::unique_ptr<Stack> stack_;
 };
 
-using Stacks = ::testing::Types<PoolOnly, WithStatistics, WithLimit, WithLogging>;
+using Stacks = ::testing::Types<PoolOnly, PinnedOnly, WithStatistics, WithLimit, WithLogging>;
 TYPED_TEST_SUITE(ResourceTest, Stacks);
 
 TYPED_TEST(ResourceTest, AllocatesWritableAlignedMemory) {
@@ -67,6 +76,35 @@ TYPED_TEST(ResourceTest, PassesErrorsThrough) {
             absl::StatusCode::kResourceExhausted);
   int on_stack = 0;
   EXPECT_EQ(this->resource().Deallocate(&on_stack, 4).code(), absl::StatusCode::kNotFound);
+}
+
+TYPED_TEST(ResourceTest, BadFreesAreErrorsAndKeepTheBlock) {
+  MemoryResource& r = this->resource();
+  auto p = r.Allocate(5000, Tag::kParameters);
+  ASSERT_TRUE(p.ok()) << p.status();
+  static_cast<char*>(*p)[0] = 42;
+  EXPECT_EQ(r.Deallocate(*p, 4000).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Deallocate(static_cast<char*>(*p) + 512, 512).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(static_cast<char*>(*p)[0], 42) << "a rejected free must not release the block";
+  ASSERT_TRUE(r.Deallocate(*p, 5000).ok());
+  EXPECT_EQ(r.Deallocate(*p, 5000).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TYPED_TEST(ResourceTest, FreedMemoryIsReusedAndFullIsAnError) {
+  MemoryResource& r = this->resource();
+  std::vector<void*> blocks;
+  absl::StatusOr<void*> p;
+  while ((p = r.Allocate(4 * kMiB)).ok()) blocks.push_back(*p);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("4.00 MiB"));
+  ASSERT_GE(blocks.size(), 8u);
+  ASSERT_TRUE(r.Deallocate(blocks.back(), 4 * kMiB).ok());
+  auto again = r.Allocate(4 * kMiB);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, blocks.back()) << "the freed block is the best fit";
+  blocks.back() = *again;
+  for (void* b : blocks) ASSERT_TRUE(r.Deallocate(b, 4 * kMiB).ok());
 }
 
 TEST(StatisticsAdaptorTest, CountsBytesAndTags) {

@@ -68,6 +68,26 @@ TEST_F(PinnedHostPoolTest, ServesFromAnArenaAndCountsByTag) {
   EXPECT_EQ(pool_->stats().num_unmaps, 1u);
 }
 
+// The same timeline and snapshot as the device pool: one CachingPool routine.
+TEST_F(PinnedHostPoolTest, KeepsATimelineAndASnapshotWithAnArenaPerSegment) {
+  void* a = Alloc(3 * kMiB / 2, Tag::kParameters);  // fills most of arena 0
+  void* b = Alloc(kMiB, Tag::kGradients);           // arena 1
+  const std::vector<SegmentInfo> segments = pool_->Segments();
+  ASSERT_EQ(segments.size(), 2u) << "arenas are separate segments";
+  EXPECT_EQ(segments[0].size, 2 * kMiB);
+  EXPECT_EQ(segments[1].size, 2 * kMiB);
+  EXPECT_THAT(pool_->SnapshotJson(), HasSubstr("\"device\":-1"));
+  EXPECT_THAT(pool_->SnapshotJson(), HasSubstr("\"state\":\"active_allocated\",\"tag\":\"gradients\""));
+  ASSERT_TRUE(pool_->Deallocate(a, 3 * kMiB / 2).ok());
+  ASSERT_TRUE(pool_->Deallocate(b, kMiB).ok());
+  ASSERT_TRUE(pool_->Trim().ok());
+  const std::string csv = pool_->timeline().ToCsv();
+  for (const char* action : {",segment_map,-1,", ",alloc,-1,", ",free_completed,-1,",
+                             ",segment_unmap,-1,"}) {
+    EXPECT_THAT(csv, HasSubstr(action));
+  }
+}
+
 TEST_F(PinnedHostPoolTest, SplitsBestFitAndCoalescesNeighbours) {
   char* a = static_cast<char*>(Alloc(64 * kKiB));
   char* b = static_cast<char*>(Alloc(64 * kKiB));

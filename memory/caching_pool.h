@@ -1,0 +1,136 @@
+// The caching pool algorithm, written once for every kind of memory: the
+// device pool over a UVA slice (memory/pool.h) and the pinned host pool over
+// host arenas (offload/host_pool.h) differ only in how they get and give back
+// memory, which is all a subclass supplies (RMM's
+// stream_ordered_memory_resource has the same shape).
+//
+// The routine: validate the request, round it, best fit from the free blocks,
+// on a miss grow (and trim and grow once more when full), order the block
+// after the streams that last used it, split, count. Frees are checked
+// (foreign, interior, double, size mismatch), counted and coalesced. Every
+// action goes to the timeline; stats, peaks and the snapshot read the same
+// books.
+//
+// Thread-safe: one mutex guards the books and every hook runs under it. Work
+// running on a stream must not call the pool: Trim (and an allocation that
+// must wait for a stream, on the host) block under the lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "memory/block_set.h"
+#include "memory/pool_stats.h"
+#include "memory/resource.h"
+#include "memory/timeline.h"
+
+namespace zero {
+
+struct CachingPoolOptions {
+  size_t round_to = 512;             // every request rounds up to this (power of two)
+  size_t timeline_limit = 1u << 20;  // events kept; 0 disables the timeline
+};
+
+// A block as the snapshot sees it; PyTorch's state names.
+struct BlockInfo {
+  uintptr_t address;
+  size_t size;
+  size_t requested;  // 0 when free
+  bool allocated;
+  Tag tag;
+};
+// A maximal run of contiguous blocks (a mapped run, or one arena).
+struct SegmentInfo {
+  uintptr_t address;
+  size_t size;
+  std::vector<BlockInfo> blocks;
+};
+
+class CachingPool : public MemoryResource {
+ public:
+  CachingPool(const CachingPool&) = delete;
+  CachingPool& operator=(const CachingPool&) = delete;
+
+  // Marks `ptr` as used by `stream` too, so its memory is not reused before
+  // that stream's work is done (torch's Tensor.record_stream).
+  absl::Status RecordStream(void* ptr, Stream* stream);
+
+  // Gives back every free range the subclass can release, after synchronizing
+  // the streams that used it. Returns the bytes released.
+  absl::StatusOr<size_t> Trim();
+
+  PoolStats stats() const;
+  void ResetPeaks();  // peaks restart from current values
+  std::vector<SegmentInfo> Segments() const;
+  std::string SnapshotJson() const;  // {"device":..,"segments":[..]}
+  const Timeline& timeline() const { return timeline_; }
+  size_t capacity() const { return capacity_; }
+
+ protected:
+  using Block = BlockSet::Block;
+  using BlockMap = BlockSet::Map;
+
+  // `device` is what stats and the timeline name (-1: host memory);
+  // `max_alignment` the largest alignment a request may ask for.
+  CachingPool(int device, size_t capacity, size_t max_alignment, CachingPoolOptions options);
+
+  absl::StatusOr<void*> DoAllocate(size_t bytes, size_t alignment, Tag tag,
+                                   Stream* stream) final;
+  absl::Status DoDeallocate(void* ptr, size_t bytes, Stream* stream) final;
+
+  // --- What a subclass supplies; each runs under mu_. ---
+  // The start of every message: "device 0", "pinned host pool".
+  virtual std::string Name() const = 0;
+  // Name() with the kind of memory, for out-of-memory reports.
+  virtual std::string Describe() const = 0;
+  // What a null stream means (a device's default stream; the host thread).
+  virtual Stream* Resolve(Stream* stream) const { return stream; }
+  // InvalidArgument when `stream` may not use this memory.
+  virtual absl::Status CheckStream(Stream* /*stream*/, const char* /*action*/) const {
+    return absl::OkStatus();
+  }
+  // NotFound for an address outside the pool's ranges, with a better message
+  // than "not a block" (e.g. which device owns it).
+  virtual absl::Status CheckOwned(void* /*ptr*/) const { return absl::OkStatus(); }
+  // A free block of at least `size` bytes at `alignment`: map or add memory
+  // (through AddMapped). ResourceExhausted when there is no room; the pool
+  // then trims and asks once more.
+  virtual absl::StatusOr<BlockMap::iterator> Grow(size_t size, size_t alignment) = 0;
+  // Gives back what it can of the free blocks (through Released).
+  virtual absl::StatusOr<size_t> TrimLocked() = 0;
+  // Appended to the reserved bytes in an out-of-memory report.
+  virtual std::string ReservedDetail() const { return ""; }
+
+  // --- For subclasses, under mu_. ---
+  // Books `bytes` of new memory at `addr` as a free block of `segment`,
+  // coalesced with free neighbours of the same segment.
+  BlockMap::iterator AddMapped(uintptr_t addr, size_t bytes, uint32_t segment = 0);
+  // Books `bytes` at `addr` as given back (the subclass removed the blocks).
+  void Released(uintptr_t addr, size_t bytes);
+  // Waits for every stream that used any block (before teardown).
+  void SynchronizeAll();
+
+  const int device_;
+  const size_t capacity_;
+  const size_t max_alignment_;
+  const CachingPoolOptions options_;
+  mutable std::mutex mu_;
+  BlockSet blocks_ ABSL_GUARDED_BY(mu_);  // every byte the pool holds is in one block
+  PoolStats stats_ ABSL_GUARDED_BY(mu_);
+  Timeline timeline_;
+
+ private:
+  absl::Status CheckRequest(size_t bytes, size_t alignment) const;
+  absl::StatusOr<BlockMap::iterator> GrowOrTrim(size_t size, size_t alignment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OutOfMemory(size_t bytes, Tag tag, absl::string_view why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Rejected(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+};
+
+}  // namespace zero
