@@ -18,6 +18,8 @@ constexpr int kDevices = 8;
 constexpr int kThreads = 4;
 constexpr int kOpsPerThread = 25'000;
 constexpr size_t kCapacity = 4 * kGiB;
+// The pool's rounding, set here so the test knows it without asking the pool.
+constexpr size_t kRoundTo = 512;
 
 struct Live {
   size_t bytes;
@@ -37,34 +39,57 @@ size_t RandomSize(std::mt19937_64& rng) {
   return static_cast<size_t>(std::exp2(exponent(rng)));
 }
 
+// The pool's own books: every segment (a maximal mapped run) is tiled by
+// its blocks, free neighbours have been coalesced, the segments add up to
+// what is reserved and the allocated blocks to what is allocated.
+void CheckSegments(DevicePool& pool, const PoolStats& s) {
+  size_t mapped = 0, allocated_blocks = 0;
+  for (const SegmentInfo& seg : pool.Segments()) {
+    mapped += seg.size;
+    uintptr_t next = seg.address;
+    const BlockInfo* previous = nullptr;
+    for (const BlockInfo& b : seg.blocks) {
+      ASSERT_EQ(b.address, next) << "blocks do not tile their segment";
+      ASSERT_FALSE(previous != nullptr && !previous->allocated && !b.allocated)
+          << "neighbouring free blocks at " << previous->address << " and " << b.address
+          << " were not coalesced";
+      previous = &b;
+      next += b.size;
+      allocated_blocks += b.allocated ? b.size : 0;
+    }
+    ASSERT_EQ(next, seg.address + seg.size);
+  }
+  ASSERT_EQ(s.reserved, mapped);
+  ASSERT_EQ(s.allocated, allocated_blocks);
+}
+
 // Checks, under the model's lock (so no allocation or free of this device
 // runs concurrently): blocks do not overlap, stats equal the sum of live
-// blocks, reserved fits the device.
+// requests (allocated: each rounded up as the pool rounds), reserved fits
+// the device, and the pool's segments agree (CheckSegments).
 void CheckDevice(DevicePool& pool, DeviceModel& model) {
   const PoolStats s = pool.stats();
-  size_t requested = 0;
+  size_t requested = 0, rounded = 0;
   std::array<size_t, kNumTags> per_tag{};
   uintptr_t end = 0;
   for (const auto& [addr, live] : model.live) {
     ASSERT_GE(addr, end) << "live blocks overlap";
-    end = addr + AlignUp(live.bytes, 512);
+    end = addr + AlignUp(live.bytes, kRoundTo);
     requested += live.bytes;
+    rounded += AlignUp(live.bytes, kRoundTo);
     per_tag[static_cast<int>(live.tag)] += live.bytes;
   }
   ASSERT_EQ(s.requested, requested);
+  ASSERT_EQ(s.allocated, rounded);
   for (int t = 0; t < kNumTags; ++t) ASSERT_EQ(s.tags[t].current, per_tag[t]);
   ASSERT_LE(s.reserved, s.capacity);
   ASSERT_LE(s.allocated, s.reserved);
-  size_t allocated_blocks = 0;
-  for (const SegmentInfo& seg : pool.Segments()) {
-    for (const BlockInfo& b : seg.blocks) allocated_blocks += b.allocated ? b.size : 0;
-  }
-  ASSERT_EQ(s.allocated, allocated_blocks);
+  CheckSegments(pool, s);
 }
 
 TEST(PoolRandomTest, InvariantsHoldUnderConcurrentChurn) {
   auto created = DeviceSystem::Create({DeviceSpec::Kind::kHost, kDevices, kCapacity},
-                                      PoolOptions{.timeline_limit = 0});
+                                      PoolOptions{.round_to = kRoundTo, .timeline_limit = 0});
   ASSERT_TRUE(created.ok()) << created.status();
   DeviceSystem& system = **created;
   std::vector<DeviceModel> models(kDevices);
@@ -95,7 +120,7 @@ TEST(PoolRandomTest, InvariantsHoldUnderConcurrentChurn) {
           model.live[reinterpret_cast<uintptr_t>(*p)] = Live{bytes, tag};
         }
       }
-      CheckDevice(system.pool(d), model);
+      ASSERT_NO_FATAL_FAILURE(CheckDevice(system.pool(d), model)) << "device " << d;
     }
   };
   std::vector<std::thread> threads;

@@ -1,6 +1,7 @@
 // The properties the engine relies on, for every optimizer, grad dtype and
 // copy dtype: results equal torch's formulas bit for bit, and do not depend
 // on the SIMD level, the thread count or how the array is sliced.
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -39,6 +40,17 @@ std::vector<Case> AllCases() {
     }
   }
   return cases;
+}
+
+// The levels this host runs, e.g. "scalar avx2" (the others are skipped).
+std::string IsasRun() {
+  std::string names;
+  for (cpu::CpuIsa isa : cpu::kAllCpuIsas) {
+    if (!cpu::IsSupported(isa)) continue;
+    if (!names.empty()) names += " ";
+    names += cpu::Name(isa);
+  }
+  return names;
 }
 
 constexpr int kSteps = 3;
@@ -85,6 +97,8 @@ TEST_P(EquivalenceTest, EverySimdLevelMatchesScalar) {
     RunSteps(*opt, vector, kSteps);
     EXPECT_TRUE(SameResults(vector, scalar)) << cpu::Name(isa);
   }
+  // A level this host lacks is not compared: say which were.
+  RecordProperty("isas_compared", IsasRun());
 }
 
 TEST_P(EquivalenceTest, SlicesMatchWhole) {
@@ -150,6 +164,28 @@ TEST(SpecialValuesTest, EverySimdLevelMatchesScalar) {
     }
   }
   ASSERT_TRUE(cpu::SetCpuIsa(cpu::BestCpuIsa()).ok());
+}
+
+// A kernel file built without its -m flags compiles to the scalar table
+// (kernels_avx2.cc, kernels_avx512.cc), and every comparison above would
+// then compare scalar with scalar. On x86 each level the host runs must
+// have a table of its own, and be the one the optimizers then use.
+TEST(CpuIsaTest, EachLevelTheHostRunsHasItsOwnKernels) {
+  std::cout << "SIMD levels run on this host: " << IsasRun() << "\n";
+  RecordProperty("isas_run", IsasRun());
+#if defined(__x86_64__)
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+    if (!cpu::IsSupported(isa)) {
+      std::cout << cpu::Name(isa) << ": not on this host, not checked\n";
+      continue;
+    }
+    EXPECT_NE(&cpu::KernelsFor(isa), &cpu::ScalarKernels())
+        << cpu::Name(isa) << " returns the scalar table: its file was built without its flags";
+    ASSERT_TRUE(cpu::SetCpuIsa(isa).ok());
+    EXPECT_EQ(&cpu::ActiveKernels(), &cpu::KernelsFor(isa)) << cpu::Name(isa);
+  }
+  ASSERT_TRUE(cpu::SetCpuIsa(cpu::BestCpuIsa()).ok());
+#endif
 }
 
 TEST(CpuIsaTest, ScalarAlwaysSupportedAndSwitchable) {
