@@ -13,7 +13,8 @@ namespace zero {
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
                                                        std::vector<ParamSpec> params,
                                                        Optimizer* optimizer, Communicator* comm,
-                                                       DeviceSystem* devices, int device) {
+                                                       DeviceSystem* devices, int device,
+                                                       EngineMemory memory) {
   absl::Status status = ValidateConfig(config);
   if (status.ok() && (optimizer == nullptr || comm == nullptr || devices == nullptr)) {
     status = absl::InvalidArgumentError("optimizer, communicator and devices are required");
@@ -31,7 +32,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return layout.status();
   }
   std::unique_ptr<Engine> engine(
-      new Engine(config, *std::move(layout), optimizer, comm, devices, device));
+      new Engine(config, *std::move(layout), optimizer, comm, devices, device, memory));
   const EngineConfig& c = engine->config_;
   if (c.param_dtype == DType::kF16) {
     absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaler);
@@ -49,19 +50,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
 }
 
 Engine::Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer,
-               Communicator* comm, DeviceSystem* devices, int device)
+               Communicator* comm, DeviceSystem* devices, int device, EngineMemory memory)
     : config_(config),
       layout_(std::move(layout)),
       optimizer_(optimizer),
       comm_(comm),
       devices_(devices),
-      pool_(&devices->pool(device)),
+      device_pool_(&devices->pool(device)),
+      pool_(memory.device != nullptr ? memory.device : device_pool_),
       stream_(devices->default_stream(device)),
       rank_(comm->rank()),
       dtype_(config.param_dtype),
       esize_(SizeOf(config.param_dtype)),
       mixed_(config.param_dtype != DType::kF32),
       master_apart_(mixed_ || config.offload != Offload::kNone),
+      host_upstream_(memory.host),
       units_(layout_.units().size()),
       received_(layout_.params().size(), 0),
       next_unit_to_reduce_(static_cast<int>(layout_.units().size()) - 1) {}
@@ -211,15 +214,15 @@ absl::Status Engine::ZeroGrad() {
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 EngineStats Engine::stats() const {
-  const PoolStats host = host_pool_ ? host_pool_->stats() : PoolStats{};
+  const ResourceStatistics host = host_ ? host_->statistics() : ResourceStatistics{};
   return EngineStats{.steps = steps_,
                      .skipped_steps = skipped_steps_,
                      .loss_scale = loss_scale(),
                      .last_grad_norm = last_grad_norm_,
                      .micro_batches = micro_batches_,
-                     .pool = pool_->stats(),
-                     .host_bytes = host.allocated,
-                     .peak_host_bytes = host.peak_allocated,
+                     .pool = device_pool_->stats(),
+                     .host_bytes = static_cast<size_t>(host.bytes.current),
+                     .peak_host_bytes = static_cast<size_t>(host.bytes.peak),
                      .early_unit_updates = early_unit_updates_,
                      .comm = comm_->stats()};
 }

@@ -4,6 +4,7 @@
 // every stage:
 //
 //   auto engine = Engine::Create(config, params, &adam, comm, &devices, rank);
+//   (or ..., rank, {.device = &limited, .host = &pinned}) to choose the memory)
 //   for each step:
 //     for each micro-batch:
 //       forward, per module m: Fetch(m); use engine->param(i); Release(m)
@@ -20,7 +21,7 @@
 // An error that leaves this rank unable to follow its peers (a missing or
 // malformed gradient, a collective that failed) also aborts the
 // communicator, so every rank gets an error instead of waiting forever.
-// One thread drives an engine; its buffers come from `device`'s pool.
+// One thread drives an engine; its buffers come from EngineMemory.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "memory/device_system.h"
+#include "memory/statistics_adaptor.h"
 #include "offload/host_pool.h"
 #include "optimizers/loss_scaler.h"
 #include "optimizers/optimizer.h"
@@ -45,14 +47,24 @@
 
 namespace zero {
 
+// Where an engine's buffers come from; each must outlive the engine. Null
+// members take the defaults: the device's pool, and (offload only) a pinned
+// host pool of config.host_capacity bytes (default: the machine's memory;
+// unbounded on meta devices) that the engine owns. Pass `host` to share one
+// pinned pool with a Pager; pass an adaptor as `device` to cap or log.
+struct EngineMemory {
+  MemoryResource* device = nullptr;  // on the engine's device
+  MemoryResource* host = nullptr;    // pinned host memory, for offload
+};
+
 struct EngineStats {
   int64_t steps = 0;          // optimizer updates applied
   int64_t skipped_steps = 0;  // fp16 steps skipped for overflow
   double loss_scale = 1;
   double last_grad_norm = 0;  // when clipping is on
   int micro_batches = 0;  // completed in the current step
-  PoolStats pool;         // this rank's device, all tags
-  // Pinned host memory of the offload engine (Offload::kOptimizer and up).
+  PoolStats pool;         // this rank's device pool (all users), all tags
+  // Bytes the engine holds in host memory (offload), as requested.
   size_t host_bytes = 0, peak_host_bytes = 0;
   int64_t early_unit_updates = 0;  // offload_overlap: units stepped during backward
   CommStats comm;
@@ -62,12 +74,13 @@ class Engine {
  public:
   // Collective: every rank calls it with the same parameters and config;
   // differing layouts are an error on every rank. Does not own `optimizer`,
-  // `comm` or `devices`, which must outlive the engine.
+  // `comm`, `devices` or `memory`, which must outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
                                                         std::vector<ParamSpec> params,
                                                         Optimizer* optimizer,
                                                         Communicator* comm,
-                                                        DeviceSystem* devices, int device);
+                                                        DeviceSystem* devices, int device,
+                                                        EngineMemory memory = {});
   ~Engine();
 
   const Layout& layout() const { return layout_; }
@@ -146,7 +159,7 @@ class Engine {
   };
 
   Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer, Communicator* comm,
-         DeviceSystem* devices, int device);
+         DeviceSystem* devices, int device, EngineMemory memory);
   absl::Status AllocateModelStates();
   absl::Status AllocateZeroed(Buffer& b, MemoryResource* from, size_t bytes, Tag tag);
   // Every rank shares `mine`; any difference fails them all alike.
@@ -215,7 +228,8 @@ class Engine {
   Optimizer* const optimizer_;
   Communicator* const comm_;
   DeviceSystem* const devices_;
-  DevicePool* const pool_;
+  DevicePool* const device_pool_;  // stats only: buffers come from pool_
+  MemoryResource* const pool_;     // device memory
   Stream* const stream_;
   const int rank_;
   const DType dtype_;  // of parameters and gradients
@@ -223,9 +237,12 @@ class Engine {
   const bool mixed_;  // bf16/fp16: fp32 master weights apart from the parameters
   const bool master_apart_;  // mixed or offloaded: master weights in master_
 
-  // Offload: where master weights, state and owned gradients live. Declared
-  // before the buffers so that it outlives them.
-  std::unique_ptr<PinnedHostPool> host_pool_;
+  // Offload: where master weights, state and owned gradients live (the
+  // caller's, or own_host_pool_), counted by host_. Declared before the
+  // buffers so that they outlive them.
+  MemoryResource* const host_upstream_;
+  std::unique_ptr<PinnedHostPool> own_host_pool_;
+  std::unique_ptr<StatisticsAdaptor> host_;
 
   Buffer params_;                  // model dtype: whole (stages 0-2) or pieces (3)
   Buffer master_;                  // fp32 master apart: whole (stage 0) or pieces

@@ -4,6 +4,8 @@
 // Offload::kParameters (stage 3) the parameter pieces stay on the host too
 // and come up when a module is gathered. The CPU step is the same code the
 // host devices run, so offloaded training equals device training bit for bit.
+#include <unistd.h>
+
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -12,17 +14,36 @@
 
 namespace zero {
 
+namespace {
+
+// What an engine-owned pinned pool may hold when the config does not say:
+// the machine's memory (pinning more would fail anyway), or, on meta devices
+// (no bytes), as much as an experiment asks for.
+size_t DefaultHostCapacity(DeviceKind kind) {
+  if (kind == DeviceKind::kMeta) return size_t{1} << 50;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * page : size_t{1} << 34;
+}
+
+}  // namespace
+
 absl::Status Engine::AllocateHostStates() {
   const size_t full = layout_.padded_numel();
   const size_t shard = layout_.shard_numel();
-  const size_t capacity = config_.host_capacity > 0 ? config_.host_capacity : size_t{1} << 50;
-  ASSIGN_OR_RETURN(host_pool_, PinnedHostPool::Create(devices_, capacity));
+  MemoryResource* upstream = host_upstream_;
+  if (upstream == nullptr) {
+    const size_t capacity = config_.host_capacity > 0 ? config_.host_capacity
+                                                      : DefaultHostCapacity(devices_->kind());
+    ASSIGN_OR_RETURN(own_host_pool_, PinnedHostPool::Create(devices_, capacity));
+    upstream = own_host_pool_.get();
+  }
+  host_ = std::make_unique<StatisticsAdaptor>(upstream);
   worker_ = std::make_unique<SerialWorker>();
   auto alloc = [&](Buffer& b, MemoryResource* from, size_t bytes, Tag tag) {
     return AllocateZeroed(b, from, bytes, tag);
   };
   const bool params_home = config_.offload == Offload::kParameters;
-  MemoryResource* host = host_pool_.get();
+  MemoryResource* host = host_.get();
   RETURN_IF_ERROR(alloc(params_, params_home ? host : pool_,
                         (config_.stage == 3 ? shard : full) * esize_, Tag::kParameters));
   RETURN_IF_ERROR(alloc(master_, host, shard * 4, Tag::kOptimizerState));

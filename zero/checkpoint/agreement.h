@@ -21,7 +21,7 @@ namespace zero::checkpoint {
 class Agreement {
  public:
   // All must outlive the Agreement; `stream` is the engine's.
-  Agreement(Communicator& comm, DevicePool& pool, Stream* stream)
+  Agreement(Communicator& comm, MemoryResource& pool, Stream* stream)
       : comm_(comm), pool_(pool), stream_(stream) {}
 
   int rank() const { return comm_.rank(); }
@@ -50,7 +50,7 @@ class Agreement {
 
  private:
   Communicator& comm_;
-  DevicePool& pool_;
+  MemoryResource& pool_;
   Stream* const stream_;
 };
 
