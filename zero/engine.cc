@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "memory/status_macros.h"
+#include "zero/placement.h"
 #include "zero/precision.h"
 
 namespace zero {
@@ -102,37 +103,31 @@ absl::Status Engine::CheckAgreement(uint64_t mine, const std::string& what) {
       "ranks disagree on %s: rank(s) %s differ from rank 0", what, absl::StrJoin(differ, ", ")));
 }
 
-// Bytes per rank (Ψ parameters, N ranks; model dtype of e bytes, fp32 Adam
-// state): stage 0 holds everything whole, 1 shards the optimizer state and
-// master weights, 2 also the gradients, 3 also the parameters. With e = 2
-// that is the ZeRO paper's 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N and 16Ψ/N.
 // Padding must hold zeros: it is summed, updated and gathered like the rest.
 absl::Status Engine::AllocateZeroed(Buffer& b, MemoryResource* from, size_t bytes, Tag tag) {
   ASSIGN_OR_RETURN(b, Buffer::Allocate(from, bytes, tag, stream_));
   return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
 }
 
+// Allocates what PlaceStates says, where it says (zero/placement.h holds
+// the per-stage rules and the paper's formulas).
 absl::Status Engine::AllocateModelStates() {
-  const size_t full = layout_.padded_numel();
-  const size_t shard = layout_.shard_numel();
-  auto alloc = [&](Buffer& b, size_t bytes, Tag tag) {
-    return AllocateZeroed(b, pool_, bytes, tag);
+  const Placement placement = PlaceStates(config_, optimizer_->state_buffers(),
+                                          layout_.padded_numel(), layout_.shard_numel());
+  if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(CreateHostMemory());
+  state_.resize(placement[State::kOptimizer].count);
+  const std::pair<State, Buffer*> buffers[] = {
+      {State::kParams, &params_},         {State::kMaster, &master_},
+      {State::kHostParams, &host_params_}, {State::kGrads, &grads_},
+      {State::kOwnedGrads, &owned_grads_}};
+  auto place = [&](const Placed& p, Buffer& b) {
+    MemoryResource* from = p.home == Home::kHost ? host_.get() : pool_;
+    return AllocateZeroed(b, from, p.bytes, p.tag);
   };
-  const int stage = config_.stage;
-  if (offload()) return AllocateHostStates();
-  RETURN_IF_ERROR(alloc(params_, (stage == 3 ? shard : full) * esize_, Tag::kParameters));
-  // The paper counts fp32 master weights with the optimizer state (its K = 12).
-  if (master_apart_) {
-    RETURN_IF_ERROR(alloc(master_, (stage == 0 ? full : shard) * 4, Tag::kOptimizerState));
+  for (const auto& [state, buffer] : buffers) {
+    if (placement[state].home != Home::kNone) RETURN_IF_ERROR(place(placement[state], *buffer));
   }
-  if (stage <= 1) RETURN_IF_ERROR(alloc(grads_, full * esize_, Tag::kGradients));
-  if (stage >= 2 || (stage == 1 && config_.gradient_accumulation_steps > 1)) {
-    RETURN_IF_ERROR(alloc(owned_grads_, shard * esize_, Tag::kGradients));
-  }
-  state_.resize(optimizer_->state_buffers());
-  for (Buffer& s : state_) {
-    RETURN_IF_ERROR(alloc(s, (stage == 0 ? full : shard) * 4, Tag::kOptimizerState));
-  }
+  for (Buffer& s : state_) RETURN_IF_ERROR(place(placement[State::kOptimizer], s));
   return stream_->Synchronize();
 }
 

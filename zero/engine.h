@@ -205,7 +205,8 @@ class Engine {
 
   // Offload (engine_offload.cc).
   bool offload() const { return config_.offload != Offload::kNone; }
-  absl::Status AllocateHostStates();
+  // The pinned host resource and the CPU step's worker.
+  absl::Status CreateHostMemory();
   // The owned piece's CPU step with host buffers (any thread).
   absl::Status StepOnHost(int unit, int64_t step, float grad_scale);
   // Host -> device: the updated piece in the model dtype, made whole.

@@ -27,9 +27,7 @@ size_t DefaultHostCapacity(DeviceKind kind) {
 
 }  // namespace
 
-absl::Status Engine::AllocateHostStates() {
-  const size_t full = layout_.padded_numel();
-  const size_t shard = layout_.shard_numel();
+absl::Status Engine::CreateHostMemory() {
   MemoryResource* upstream = host_upstream_;
   if (upstream == nullptr) {
     const size_t capacity = config_.host_capacity > 0 ? config_.host_capacity
@@ -39,23 +37,7 @@ absl::Status Engine::AllocateHostStates() {
   }
   host_ = std::make_unique<StatisticsAdaptor>(upstream);
   worker_ = std::make_unique<SerialWorker>();
-  auto alloc = [&](Buffer& b, MemoryResource* from, size_t bytes, Tag tag) {
-    return AllocateZeroed(b, from, bytes, tag);
-  };
-  const bool params_home = config_.offload == Offload::kParameters;
-  MemoryResource* host = host_.get();
-  RETURN_IF_ERROR(alloc(params_, params_home ? host : pool_,
-                        (config_.stage == 3 ? shard : full) * esize_, Tag::kParameters));
-  RETURN_IF_ERROR(alloc(master_, host, shard * 4, Tag::kOptimizerState));
-  if (mixed_ && !params_home) {
-    RETURN_IF_ERROR(alloc(host_params_, host, shard * esize_, Tag::kParameters));
-  }
-  // Stage 1 still gathers whole gradients on the device before reducing.
-  if (config_.stage == 1) RETURN_IF_ERROR(alloc(grads_, pool_, full * esize_, Tag::kGradients));
-  RETURN_IF_ERROR(alloc(owned_grads_, host, shard * esize_, Tag::kGradients));
-  state_.resize(optimizer_->state_buffers());
-  for (Buffer& s : state_) RETURN_IF_ERROR(alloc(s, host, shard * 4, Tag::kOptimizerState));
-  return stream_->Synchronize();
+  return absl::OkStatus();
 }
 
 bool Engine::UpdatesEarly() const {
