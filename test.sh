@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Builds and runs every test; extra args go to `bazel test` (e.g. --config=asan).
-# Last line printed: "N passed, N failed". Exits non-zero if anything failed,
-# nothing ran, or bazel itself failed.
+# Builds and runs every test:
+#   ./test.sh [bazel test flags] [-- targets]     (targets default to //...)
+# e.g. ./test.sh --config=asan, or ./test.sh -- //tests/memory/...
+#
+# Each test target counts once, by what its result files say, not only by
+# Bazel's word PASSED (a target whose every case was skipped is PASSED to
+# Bazel):
+#   passed   Bazel says PASSED and at least one test case ran;
+#   skipped  Bazel says PASSED but no case ran (every case skipped, or none);
+#   failed   anything else, including FLAKY: a target that failed and then
+#            passed on a retry failed once, so it counts as failed and is
+#            named on a "flaky:" line.
+# Last line printed: "N passed, N failed, N skipped". Exits non-zero if
+# anything failed, nothing passed, or bazel itself failed.
 set -uo pipefail
 cd "$(dirname "$0")"
 bash bazel/setup.sh || exit 1
@@ -9,18 +20,60 @@ bash bazel/setup.sh || exit 1
 flags=(--keep_going --test_output=errors)
 # CI logs: no cursor tricks, fewer progress lines.
 [[ -n "${CI:-}" ]] && flags+=(--curses=no --show_progress_rate_limit=30)
+targets=(//...)
+for ((i = 1; i <= $#; ++i)); do
+  if [[ ${!i} == -- ]]; then
+    targets=("${@:i+1}")
+    set -- "${@:1:i-1}"
+    break
+  fi
+done
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-bazel test "${flags[@]}" "$@" //... 2>&1 | tee "$log"
+bazel test "${flags[@]}" "$@" -- "${targets[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
-# Summary lines look like "//pkg:name   (cached) PASSED in 0.1s" or
-# "//pkg:name   FAILED TO BUILD"; FLAKY means it passed on a retry.
-summary=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^//[^ ]+ +(\(cached\) )?[A-Z]')
-passed=$(grep -cE ' (\(cached\) )?(PASSED|FLAKY)' <<<"$summary")
-failed=$(grep -cvE ' (\(cached\) )?(PASSED|FLAKY)' <<<"$summary")
-[[ -z "$summary" ]] && failed=0
+# Test cases in a target's result files (one test.xml, or one per shard;
+# retries under test_attempts/ are left out): prints "ran skipped".
+# GoogleTest marks a skipped case with a <skipped> child or result="skipped",
+# a disabled one with status="notrun".
+count_cases() {
+  local dir="bazel-testlogs/${1#//}"
+  dir="${dir/://}"
+  find "$dir" -name test.xml -not -path '*/test_attempts/*' -print0 2>/dev/null |
+    xargs -0 -r cat |
+    awk 'BEGIN { RS = "<testcase"; ran = 0; skipped = 0 }
+         NR > 1 {
+           end = index($0, "</testcase>"); body = end ? substr($0, 1, end) : $0
+           tag = substr(body, 1, index(body, ">"))
+           if (body ~ /<skipped/ || tag ~ /status="notrun"|result="skipped"/) ++skipped
+           else ++ran
+         }
+         END { print ran, skipped }'
+}
+
+# Summary lines look like "//pkg:name   (cached) PASSED in 0.1s",
+# "//pkg:name   FLAKY, failed in 1 out of 2 in 3.4s" or
+# "//pkg:name   FAILED TO BUILD".
+passed=0 failed=0 skipped=0 flaky=()
+while read -r target status; do
+  status=${status#(cached) }
+  if [[ $status == PASSED* ]]; then
+    read -r ran not_run < <(count_cases "$target")
+    if ((ran > 0)); then
+      ((++passed))
+    else
+      ((++skipped))
+      echo "skipped: $target (no test case ran; $not_run skipped)"
+    fi
+  else
+    ((++failed))
+    [[ $status == FLAKY* ]] && flaky+=("$target")
+  fi
+done < <(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^//[^ ]+ +(\(cached\) )?[A-Z]')
+
+((${#flaky[@]})) && echo "flaky (failed, then passed on a retry; counted as failed): ${flaky[*]}"
 if ((rc != 0 && failed == 0)); then echo "bazel test exited with $rc"; fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 ((rc == 0 && failed == 0 && passed > 0))

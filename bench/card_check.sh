@@ -2,50 +2,130 @@
 # The card checks, in two halves (see BUILD_NOTES.md: the card machine has no
 # Bazel, so binaries are built here and carried there):
 #   bash bench/card_check.sh build   # here: builds into .device/bin (ignored)
-#   bash bench/card_check.sh run     # there: runs each, one line per check
-# With the device tool: run(command="bash bench/card_check.sh run",
-#                           carry=[".device"], timeout_s=300).
+#   bash bench/card_check.sh run [--allow-skip=NAME,...]   # there, on a card
+#   bash bench/card_check.sh local   # a machine without a card: the same run,
+#                                    # where SKIP is a skip, not a failure
+# With the device tool: run(command="bash bench/card_check.sh run
+#   --allow-skip=peer_copy", carry=[".device"], timeout_s=300) on a one-card
+#   machine (peer_copy needs two cards).
+#
+# Prints one line per check: "PASS name", "FAIL name: why" or "SKIP name:
+# why" (GoogleTest's cases are turned into such lines), then
+# "card checks: N passed, N failed, N skipped". In `run` mode every SKIP is a
+# FAIL (a broken driver or a library that was not carried skips everything),
+# except checks named by --allow-skip. A binary's own exit status must agree:
+# 0, or 77 when it skipped (card_check, torch_card_check.py) and each of its
+# skips was accepted. Exits 1 when any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# Each later issue adds its binaries here; each prints PASS/FAIL/SKIP lines.
+# Each later issue adds its binaries here; each prints PASS/FAIL/SKIP lines
+# or is a GoogleTest binary.
 targets=(//bench:card_check //tests/optimizers:cuda_test
          //tests/memory/interop:thrust_cuda_test)
 # Shared libraries for the Python checks, carried in .device/lib.
 libs=(//memory/interop:libzero_allocator.so)
+# GoogleTest cases that check behaviour without a card; they skip on a card by
+# design, so `run` leaves them out.
+no_card_cases='*WithoutACard*'
+
+build() {
+  bash bazel/setup.sh || exit 1
+  # Fully static (tests otherwise link our libraries as .so files).
+  bazel build -c opt --dynamic_mode=off "${targets[@]}" "${libs[@]}" || exit 1
+  rm -rf .device/bin .device/lib && mkdir -p .device/bin .device/lib
+  for t in "${targets[@]}"; do
+    path="bazel-bin/${t#//}"; path="${path/://}"
+    cp -L "$path" .device/bin/
+  done
+  for t in "${libs[@]}"; do
+    path="bazel-bin/${t#//}"; path="${path/://}"
+    cp -L "$path" .device/lib/
+  done
+  # Debian's abseil (and libatomic) are shared libraries the card's image
+  # lacks: carry the ones the carried files need.
+  for f in .device/bin/* .device/lib/*.so; do
+    ldd "$f" | awk '/libabsl_|libatomic/ { print $1, $3 }' |
+      while read -r name path; do cp -Ln "$path" ".device/lib/$name"; done
+  done
+  ls -la .device/bin .device/lib | head -20
+}
+
+mode="" allowed=","
+passed=0 failed=0 skipped=0
+
+# One binary's output as one line per check: "PASS name", "FAIL name: ...",
+# "SKIP name: ...", from our own lines and GoogleTest's per-case lines (those
+# with a time; the closing summary repeats names without one).
+check_lines() {
+  awk '/^(PASS|FAIL|SKIP) / { print; next }
+       /^\[       OK \] [^ ]+ \([0-9]+ ms\)/ { print "PASS " $4; next }
+       /^\[  FAILED  \] [^ ]+ \([0-9]+ ms\)/ { print "FAIL " $4 ": see the output above"; next }
+       /^\[  SKIPPED \] [^ ]+ \([0-9]+ ms\)/ { print "SKIP " $4 ": skipped by GoogleTest" }' "$1"
+}
+
+# Runs one check program, prints its check lines under the mode's policy and
+# counts them; prints its full output when it failed.
+judge() {
+  local label=$1 out rc line name ok=1 lines=0 skipped_here=0
+  shift
+  out=$(mktemp)
+  timeout 120 "$@" >"$out" 2>&1
+  rc=$?
+  echo "== $label (exit $rc)"
+  while IFS= read -r line; do
+    ((++lines))
+    name=${line#* }; name=${name%%:*}
+    case $line in
+      PASS*) ((++passed)); echo "$line" ;;
+      FAIL*) ((++failed)); ok=0; echo "$line" ;;
+      SKIP*)
+        if [[ $mode == local || $allowed == *",$name,"* ]]; then
+          ((++skipped)); ((++skipped_here)); echo "$line"
+        else
+          ((++failed)); ok=0
+          echo "FAIL $name: skipped, and run mode counts a skip as a failure (${line#*: })"
+        fi ;;
+    esac
+  done < <(check_lines "$out")
+  if ((lines == 0)); then
+    ((++failed)); ok=0; echo "FAIL $label: printed no check line"
+  elif ((ok)) && ! ((rc == 0 || (rc == 77 && skipped_here > 0))); then
+    ((++failed)); ok=0; echo "FAIL $label: exited with $rc"
+  fi
+  ((ok)) || sed 's/^/    | /' "$out" | tail -40
+  rm -f "$out"
+}
+
+run_all() {
+  for arg in "$@"; do
+    case $arg in
+      --allow-skip=*) allowed+="${arg#--allow-skip=},"; ;;
+      *) echo "unknown argument: $arg" >&2; exit 2 ;;
+    esac
+  done
+  # NCCL comes from the card image's torch wheel (BUILD_NOTES.md).
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) + "/lib")' 2>/dev/null)
+  export LD_LIBRARY_PATH="$PWD/.device/lib:${nccl:+$nccl:}${LD_LIBRARY_PATH:-}"
+  for t in "${targets[@]}"; do
+    local bin=".device/bin/${t##*:}"
+    if [[ ! -x $bin ]]; then
+      ((++failed)); echo "FAIL ${t##*:}: $bin missing (carry .device after card_check.sh build)"
+      continue
+    fi
+    if [[ $mode == run && $t == //tests/* ]]; then
+      judge "${t##*:}" "$bin" "--gtest_filter=-$no_card_cases"
+    else
+      judge "${t##*:}" "$bin"
+    fi
+  done
+  # PyTorch on the pool through libzero_allocator.so.
+  judge torch_card_check.py python3 bench/torch_card_check.py .device/lib/libzero_allocator.so
+  echo "card checks ($mode): $passed passed, $failed failed, $skipped skipped"
+  ((failed == 0))
+}
 
 case "${1:-}" in
-  build)
-    bash bazel/setup.sh || exit 1
-    # Fully static (tests otherwise link our libraries as .so files).
-    bazel build -c opt --dynamic_mode=off "${targets[@]}" "${libs[@]}" || exit 1
-    rm -rf .device/bin .device/lib && mkdir -p .device/bin .device/lib
-    for t in "${targets[@]}"; do
-      path="bazel-bin/${t#//}"; path="${path/://}"
-      cp -L "$path" .device/bin/
-    done
-    for t in "${libs[@]}"; do
-      path="bazel-bin/${t#//}"; path="${path/://}"
-      cp -L "$path" .device/lib/
-    done
-    # Debian's abseil (and libatomic) are shared libraries the card's image
-    # lacks: carry the ones the carried files need.
-    for f in .device/bin/* .device/lib/*.so; do
-      ldd "$f" | awk '/libabsl_|libatomic/ { print $1, $3 }' |
-        while read -r name path; do cp -Ln "$path" ".device/lib/$name"; done
-    done
-    ls -la .device/bin .device/lib | head -20 ;;
-  run)
-    # NCCL comes from the card image's torch wheel (BUILD_NOTES.md).
-    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) + "/lib")' 2>/dev/null)
-    export LD_LIBRARY_PATH="$PWD/.device/lib:${nccl:+$nccl:}${LD_LIBRARY_PATH:-}"
-    status=0
-    for bin in .device/bin/*; do
-      echo "== $(basename "$bin")"
-      timeout 120 "$bin" || status=1
-    done
-    # PyTorch on the pool through libzero_allocator.so (SKIP without torch).
-    echo "== torch_card_check.py"
-    timeout 180 python3 bench/torch_card_check.py .device/lib/libzero_allocator.so || status=1
-    exit $status ;;
-  *) echo "usage: $0 build|run" >&2; exit 2 ;;
+  build) build ;;
+  run|local) mode=$1; shift; run_all "$@" ;;
+  *) echo "usage: $0 build | run [--allow-skip=NAME,...] | local" >&2; exit 2 ;;
 esac

@@ -5,6 +5,9 @@
 // against the live budget. Also ZeRO-Offload at stage 2 (the CPU step on
 // the host's copy of the owned pieces) as a ratio to stage 2 on the device,
 // with the unit-by-unit overlap with backward and without.
+// Every status of Create, Fetch, AddGrad, Release and Step is checked: a
+// failing engine stops its benchmark with the error (rather than showing up
+// as a fast step) and the program exits 1.
 //   bazel run -c opt //bench:engine_bench
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
+#include "memory/status_macros.h"
 #include "optimizers/adam.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/engine.h"
@@ -51,11 +55,12 @@ struct Cluster {
 constexpr size_t kLiveBudget = 2'000'000;  // elements: about 2.5 of the 4 layers
 
 // offload: 0 none, 1 optimizer with overlap, 2 optimizer stepped after backward.
-std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch, int offload) {
+absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(int stage, bool prefetch, int offload) {
   auto c = std::make_unique<Cluster>();
-  c->devices = *DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30});
-  c->comms = *LocalGroup::Create(kRanks);
-  c->adam = *MakeAdamW();
+  ASSIGN_OR_RETURN(c->devices,
+                   DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30}));
+  ASSIGN_OR_RETURN(c->comms, LocalGroup::Create(kRanks));
+  ASSIGN_OR_RETURN(c->adam, MakeAdamW());
   c->engines.resize(kRanks);
   EngineConfig config;
   config.stage = stage;
@@ -65,14 +70,19 @@ std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch, int offload) {
   config.max_live_elements = kLiveBudget;
   config.offload = offload == 0 ? Offload::kNone : Offload::kOptimizer;
   config.offload_overlap = offload == 1;
+  std::vector<absl::Status> status(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      c->engines[r] = *Engine::Create(config, ModelSpecs(), c->adam.get(), c->comms[r].get(),
-                                      c->devices.get(), r);
+      auto engine = Engine::Create(config, ModelSpecs(), c->adam.get(), c->comms[r].get(),
+                                   c->devices.get(), r);
+      if (engine.ok()) c->engines[r] = std::move(engine).value();
+      status[r] = engine.status();
+      if (!status[r].ok()) c->comms[r]->Abort(status[r]);  // peers fail now, not at a timeout
     });
   }
   for (auto& t : threads) t.join();
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1e-3f);
   c->grad.resize(4 * 256 * 256);
@@ -80,51 +90,69 @@ std::unique_ptr<Cluster> MakeCluster(int stage, bool prefetch, int offload) {
   return c;
 }
 
-// One training step on every rank, as a loop runs it: layers fetched in
-// order for forward, in reverse for backward, where gradients are handed
-// over. Returns rank 0's peak of gathered elements.
-size_t RunStep(Cluster& c) {
+// One rank's step, as a loop runs it: layers fetched in order for forward,
+// in reverse for backward, where gradients are handed over. `peak` gets the
+// largest count of gathered elements seen.
+absl::Status RankStep(Engine& e, const std::vector<float>& grad, size_t& peak) {
+  const auto& params = e.layout().params();
+  for (int m = 0; m < 4; ++m) {
+    RETURN_IF_ERROR(e.Fetch(m));
+    peak = std::max(peak, e.live_gathered_elements());
+    RETURN_IF_ERROR(e.Release(m));
+  }
+  for (int id = static_cast<int>(params.size()) - 1; id >= 0; --id) {
+    const bool first_of_module =
+        id == static_cast<int>(params.size()) - 1 || params[id + 1].module != params[id].module;
+    if (first_of_module) RETURN_IF_ERROR(e.Fetch(params[id].module));
+    peak = std::max(peak, e.live_gathered_elements());
+    RETURN_IF_ERROR(e.AddGrad(id, grad.data(), params[id].numel));
+    if (id == 0 || params[id - 1].module != params[id].module) {
+      RETURN_IF_ERROR(e.Release(params[id].module));
+    }
+  }
+  return e.Step();
+}
+
+// One training step on every rank. Returns rank 0's peak of gathered
+// elements, or the first rank's error (a rank that fails aborts the group, so
+// the others fail at once instead of waiting for it).
+absl::StatusOr<size_t> RunStep(Cluster& c) {
   std::vector<std::thread> threads;
   std::vector<size_t> peak(kRanks, 0);
+  std::vector<absl::Status> status(kRanks);
   for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&c, &peak, r] {
-      Engine& e = *c.engines[r];
-      const auto& params = e.layout().params();
-      for (int m = 0; m < 4; ++m) {
-        (void)e.Fetch(m);
-        peak[r] = std::max(peak[r], e.live_gathered_elements());
-        (void)e.Release(m);
-      }
-      for (int id = static_cast<int>(params.size()) - 1; id >= 0; --id) {
-        const bool first_of_module = id == static_cast<int>(params.size()) - 1 ||
-                                     params[id + 1].module != params[id].module;
-        if (first_of_module) (void)e.Fetch(params[id].module);
-        peak[r] = std::max(peak[r], e.live_gathered_elements());
-        (void)e.AddGrad(id, c.grad.data(), params[id].numel);
-        if (id == 0 || params[id - 1].module != params[id].module) (void)e.Release(params[id].module);
-      }
-      (void)e.Step();
+    threads.emplace_back([&c, &peak, &status, r] {
+      status[r] = RankStep(*c.engines[r], c.grad, peak[r]);
+      if (!status[r].ok()) c.comms[r]->Abort(status[r]);
     });
   }
   for (auto& t : threads) t.join();
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);  // the engine's errors name the rank
   return peak[0];
 }
 
 void BM_EngineStep(benchmark::State& state) {
   auto cluster = MakeCluster(static_cast<int>(state.range(0)), state.range(1) != 0,
                              static_cast<int>(state.range(2)));
-  RunStep(*cluster);  // warm: first touches, and stage 3 records its order
-  const uint64_t sent_before = cluster->engines[0]->stats().comm.Total().elements_sent;
-  const uint64_t bytes_before = cluster->engines[0]->stats().comm.Total().bytes_sent;
+  if (!cluster.ok()) return state.SkipWithError(cluster.status().ToString().c_str());
+  Cluster& c = **cluster;
+  // Warm: first touches, and stage 3 records its order.
+  if (auto warm = RunStep(c); !warm.ok()) {
+    return state.SkipWithError(warm.status().ToString().c_str());
+  }
+  const uint64_t sent_before = c.engines[0]->stats().comm.Total().elements_sent;
+  const uint64_t bytes_before = c.engines[0]->stats().comm.Total().bytes_sent;
   int64_t steps = 0;
   size_t peak = 0;
   for (auto _ : state) {
-    peak = std::max(peak, RunStep(*cluster));
+    absl::StatusOr<size_t> step = RunStep(c);
+    if (!step.ok()) return state.SkipWithError(step.status().ToString().c_str());
+    peak = std::max(peak, *step);
     ++steps;
   }
   state.counters["peak_gathered_per_budget"] = static_cast<double>(peak) / kLiveBudget;
-  const auto total = cluster->engines[0]->stats().comm.Total();
-  const double psi = static_cast<double>(cluster->engines[0]->layout().numel());
+  const auto total = c.engines[0]->stats().comm.Total();
+  const double psi = static_cast<double>(c.engines[0]->layout().numel());
   state.counters["sent_elems_per_psi"] = (total.elements_sent - sent_before) / (steps * psi);
   state.counters["sent_MB_per_step"] = (total.bytes_sent - bytes_before) / (steps * 1e6);
 }
@@ -141,6 +169,7 @@ BENCHMARK(BM_EngineStep)
 }  // namespace zero
 
 int main(int argc, char** argv) {
+  zero::Goals goals(&argc, argv);  // no goal stated: only errors fail
   benchmark::Initialize(&argc, argv);
   zero::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
@@ -160,5 +189,5 @@ int main(int argc, char** argv) {
     std::printf("stage 2 with optimizer offload / stage 2 on the device: %.2f with the overlap, "
                 "%.2f stepping after backward\n", overlap / device, after / device);
   }
-  return 0;
+  return goals.ExitCode(&reporter);
 }

@@ -6,6 +6,7 @@
 //    page-out stream, until that stream is done;
 //  - page-in: the same back on the page-in stream.
 // 1.0 would mean the pager's streams, events and books cost nothing.
+// Exits 1 when a run fails.
 //   bazel run -c opt //bench:offload_bench
 #include <cstdio>
 #include <cstring>
@@ -158,9 +159,10 @@ void PrintRatios(const RatioReporter& reporter) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
+  zero::Goals goals(&argc, argv);  // no goal stated: only errors fail
   benchmark::Initialize(&argc, argv);
   zero::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   zero::PrintRatios(reporter);
-  return 0;
+  return goals.ExitCode(&reporter);
 }

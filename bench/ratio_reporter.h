@@ -1,7 +1,14 @@
-// A console reporter that also remembers each run's time per iteration, so a
-// benchmark's main can print ratios of runs measured in the same process.
+// What every benchmark's main shares:
+//  - RatioReporter, a console reporter that also remembers each run's time
+//    per iteration, so main can print ratios of runs measured in the same
+//    process, and each run that stopped with an error;
+//  - Goals, the exit status: 1 when a run stopped with an error, or a goal
+//    the benchmark states was missed (unless --report_only), so a script can
+//    tell; 0 otherwise.
 #pragma once
 
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,7 +21,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Iteration && run.iterations > 0) {
+      if (run.error_occurred) {
+        errors_.push_back(run.benchmark_name() + ": " + run.error_message);
+      } else if (run.run_type == Run::RT_Iteration && run.iterations > 0) {
         seconds_[run.benchmark_name()] = run.real_accumulated_time / run.iterations;
       }
     }
@@ -25,9 +34,55 @@ class RatioReporter : public benchmark::ConsoleReporter {
     auto it = seconds_.find(name);
     return it == seconds_.end() ? 0.0 : it->second;
   }
+  // "name: message" of each run that stopped with an error.
+  const std::vector<std::string>& errors() const { return errors_; }
 
  private:
   std::map<std::string, double> seconds_;
+  std::vector<std::string> errors_;
+};
+
+class Goals {
+ public:
+  // Takes --report_only out of argv; call before benchmark::Initialize.
+  Goals(int* argc, char** argv) {
+    int kept = 1;
+    for (int i = 1; i < *argc; ++i) {
+      if (std::strcmp(argv[i], "--report_only") == 0) {
+        report_only_ = true;
+      } else {
+        argv[kept++] = argv[i];
+      }
+    }
+    *argc = kept;
+  }
+
+  // Records a stated goal; prints it when missed.
+  void Check(bool met, const std::string& what) {
+    if (met) return;
+    missed_.push_back(what);
+    std::printf("GOAL MISSED: %s\n", what.c_str());
+  }
+  // An error outside the benchmark runs (a replay that failed, ...).
+  void Error(const std::string& what) { errors_.push_back(what); }
+
+  // Prints a closing line and returns main's exit status. Errors always fail;
+  // missed goals fail unless --report_only.
+  int ExitCode(const RatioReporter* reporter = nullptr) {
+    if (reporter != nullptr) {
+      errors_.insert(errors_.begin(), reporter->errors().begin(), reporter->errors().end());
+    }
+    for (const std::string& e : errors_) std::printf("ERROR: %s\n", e.c_str());
+    const bool fail_goals = !missed_.empty() && !report_only_;
+    std::printf("\n%zu error(s), %zu goal(s) missed%s\n", errors_.size(), missed_.size(),
+                !missed_.empty() && report_only_ ? " (--report_only: not a failure)" : "");
+    return errors_.empty() && !fail_goals ? 0 : 1;
+  }
+
+ private:
+  bool report_only_ = false;
+  std::vector<std::string> missed_;
+  std::vector<std::string> errors_;
 };
 
 }  // namespace zero

@@ -7,7 +7,9 @@ Loads the library with torch.cuda.memory.CUDAPluggableAllocator before torch
 touches a card, trains a few steps (one forward pass on a side stream, so a
 foreign cudaStream_t reaches the pool), then prints the pool's statistics as
 the library reports them (zero_stats_json through ctypes). Prints one
-PASS/FAIL line; without torch, a card or the library prints SKIP and exits 0.
+PASS/FAIL line and exits 0/1; without torch, a card or the library prints a
+SKIP line and exits 77, so a caller cannot take a skip for a pass
+(bench/card_check.sh decides whether a skip is acceptable).
 """
 import ctypes
 import json
@@ -16,11 +18,12 @@ import sys
 
 DEFAULT_LIBRARY = "bazel-bin/memory/interop/libzero_allocator.so"
 NAME = "torch_pluggable_allocator"
+SKIPPED = 77  # the exit status of a skipped check (automake's convention)
 
 
 def skip(why):
     print(f"SKIP {NAME}: {why}")
-    return 0
+    return SKIPPED
 
 
 def fail(why):

@@ -110,6 +110,7 @@ absl::StatusOr<ReplayResult> Replay(const std::vector<TraceOp>& trace, DevicePoo
   }
   const PoolStats stats = pool.stats();
   result.peak_allocated = stats.peak_allocated;
+  result.peak_requested = stats.peak_requested;
   result.peak_reserved = stats.peak_reserved;
   for (const auto& [id, ptr] : live) {
     for (const TraceOp& op : trace) {

@@ -37,7 +37,8 @@ struct TransformerShape {
 std::vector<TraceOp> TransformerTrace(const TransformerShape& shape);
 
 struct ReplayResult {
-  size_t peak_allocated = 0;
+  size_t peak_allocated = 0;  // block bytes: requests rounded up by the pool
+  size_t peak_requested = 0;  // what the trace asked for
   size_t peak_reserved = 0;
   size_t ops = 0;
 };

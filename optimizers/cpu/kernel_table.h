@@ -9,7 +9,6 @@
 #include "optimizers/dtype.h"
 #include "optimizers/elementwise.h"
 #include "optimizers/sgd_rule.h"
-#include "optimizers/touch_rule.h"
 
 namespace zero::cpu {
 
@@ -26,7 +25,6 @@ struct KernelTable {
   RangeGrid<AdamScalars> adam[kNumAdamVariants];  // by AdamVariant() (adam_rule.h)
   RangeGrid<SgdScalars> sgd_plain;
   RangeGrid<SgdScalars> sgd_momentum;
-  RangeGrid<TouchScalars> touch;
   NonFiniteFn any_nonfinite[kNumDTypes];
 };
 

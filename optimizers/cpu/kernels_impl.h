@@ -1,5 +1,6 @@
-// Builds a KernelTable for one arithmetic policy `Ops`. Included only by the
-// kernels_<level>.cc files, each compiled with its own -m flags.
+// Builds a KernelTable for one arithmetic policy `Ops`. Included only by
+// files compiled with one level's -m flags: the kernels_<level>.cc files, and
+// bench/touch_limit_<level>.cc, which fill a grid for the benchmark's rule.
 //
 // Why everything here is a template over Ops or always inlined: an inline
 // function that two such files both emit out of line becomes one weak symbol,
@@ -107,7 +108,6 @@ KernelTable MakeKernelTable() {
   FillAdamGrids<Ops>(t, std::make_integer_sequence<int, kNumAdamVariants>());
   FillGrid<Ops, SgdPlainKernel>(t.sgd_plain);
   FillGrid<Ops, SgdMomentumKernel>(t.sgd_momentum);
-  FillGrid<Ops, TouchKernel>(t.touch);
   t.any_nonfinite[static_cast<int>(DType::kF32)] = &AnyNonFiniteRange<Ops, uint32_t, 0x7F800000u>;
   t.any_nonfinite[static_cast<int>(DType::kBF16)] = &AnyNonFiniteRange<Ops, uint16_t, 0x7F80u>;
   t.any_nonfinite[static_cast<int>(DType::kF16)] = &AnyNonFiniteRange<Ops, uint16_t, 0x7C00u>;

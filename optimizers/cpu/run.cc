@@ -4,23 +4,12 @@
 
 #include "optimizers/cpu/isa.h"
 #include "optimizers/cpu/kernel_table.h"
+#include "optimizers/cpu/run_grid.h"
 #include "optimizers/elementwise.h"
 #include "optimizers/parallel.h"
 #include "optimizers/step_lanes.h"
 
 namespace zero::cpu {
-namespace {
-
-template <class Scalars>
-void RunGrid(const RangeGrid<Scalars>& grid, const Scalars& scalars, const StepArgs& args) {
-  const RangeFn<Scalars> fn =
-      grid[static_cast<int>(args.grad_dtype)][CopySlot(args.param_copy, args.copy_dtype)];
-  const RawLanes lanes = LanesOf(args);
-  ParallelFor(args.params.size(),
-              [&](size_t begin, size_t end) { fn(scalars, lanes, begin, end); });
-}
-
-}  // namespace
 
 void RunAdam(const AdamScalars& scalars, const StepArgs& args) {
   RunGrid(ActiveKernels().adam[AdamVariant(scalars)], scalars, args);
@@ -30,8 +19,6 @@ void RunSgd(const SgdScalars& scalars, bool momentum, const StepArgs& args) {
   const KernelTable& t = ActiveKernels();
   RunGrid(momentum ? t.sgd_momentum : t.sgd_plain, scalars, args);
 }
-
-void RunTouch(const StepArgs& args) { RunGrid(ActiveKernels().touch, TouchScalars{}, args); }
 
 bool AnyNonFinite(const void* data, DType dtype, size_t count) {
   const NonFiniteFn fn = ActiveKernels().any_nonfinite[static_cast<int>(dtype)];

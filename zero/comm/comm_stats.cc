@@ -69,6 +69,10 @@ std::string CommStats::ToString() const {
                           Name(static_cast<CollectiveKind>(k)), s.calls, s.elements_sent,
                           s.bytes_sent, s.elements_received, s.bytes_received);
   }
+  if (copied_bytes != 0 || reduced_bytes != 0) {
+    absl::StrAppendFormat(&text, "backend copied=%d B reduced=%d B\n", copied_bytes,
+                          reduced_bytes);
+  }
   return text;
 }
 

@@ -11,6 +11,10 @@
 // With one rank nothing moves. This is what the ZeRO paper counts: 2Ψ per
 // step for stages 0-2 (all-reduce, or reduce-scatter + all-gather), 3Ψ for
 // stage 3 (one more all-gather of the parameters).
+//
+// Beside the model, CommStats keeps what the backend itself moved where it
+// knows: the local backend counts the bytes it memcpy's and the bytes its
+// reductions write (see local_communicator.h for who does what).
 #pragma once
 
 #include <array>
@@ -38,6 +42,11 @@ OpStats RingTraffic(const CollectiveCall& call, int rank, int world_size);
 // Per rank, per kind of collective; only calls that succeeded count.
 struct CommStats {
   std::array<OpStats, kNumCollectiveKinds> by_kind{};
+  // This rank's own work in the local backend (0 on others): bytes copied
+  // from one buffer to another (a copy onto itself, in place, is not one),
+  // and bytes written by reductions, each element read from every rank.
+  uint64_t copied_bytes = 0;
+  uint64_t reduced_bytes = 0;
 
   const OpStats& operator[](CollectiveKind kind) const { return by_kind[static_cast<int>(kind)]; }
   OpStats Total() const;

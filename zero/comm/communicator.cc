@@ -31,6 +31,12 @@ CommStats Communicator::stats() const {
   return stats_;
 }
 
+void Communicator::CountBackendBytes(uint64_t copied, uint64_t reduced) {
+  std::lock_guard lock(stats_mu_);
+  stats_.copied_bytes += copied;
+  stats_.reduced_bytes += reduced;
+}
+
 absl::Status Communicator::Run(const CollectiveCall& call, const void* send, void* recv,
                                Stream* stream) {
   const absl::Status invalid = ValidateCall(call, send, recv, rank(), world_size());

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 #include "absl/status/status.h"
@@ -68,6 +69,9 @@ class Communicator {
   // rather than hang on the missing rank.
   virtual absl::Status Execute(const CollectiveCall& call, const void* send, void* recv,
                                Stream* stream, const absl::Status& invalid) = 0;
+  // For backends that move bytes themselves: adds to stats().copied_bytes and
+  // stats().reduced_bytes.
+  void CountBackendBytes(uint64_t copied, uint64_t reduced);
 
  private:
   absl::Status Run(const CollectiveCall& call, const void* send, void* recv, Stream* stream);

@@ -37,7 +37,11 @@ class LocalCommunicator final : public Communicator {
                        const absl::Status& invalid) override;
 
  private:
-  void Move(const CollectiveCall& call, absl::Span<const Arrival> peers) const;
+  struct Moved {
+    uint64_t copied = 0;   // bytes memcpy'd
+    uint64_t reduced = 0;  // bytes written by reductions
+  };
+  Moved Move(const CollectiveCall& call, absl::Span<const Arrival> peers) const;
   void ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> peers, size_t begin,
                    size_t count, void* dst) const;
 
@@ -56,7 +60,10 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call, const void* 
   if (ready.ok() && stream != nullptr) ready = stream->Synchronize();
   ASSIGN_OR_RETURN(absl::Span<const Arrival> peers,
                    rendezvous_->Arrive(rank_, seq, {call, send, recv}, ready));
-  if (has_bytes_ && call.count > 0) Move(call, peers);
+  if (has_bytes_ && call.count > 0) {
+    const Moved moved = Move(call, peers);
+    CountBackendBytes(moved.copied, moved.reduced);
+  }
   rendezvous_->Depart(rank_, seq);
   return absl::OkStatus();
 }
@@ -79,34 +86,42 @@ void LocalCommunicator::ReduceChunk(const CollectiveCall& call, absl::Span<const
 // Only this rank's share of the work; see the header for who writes what.
 // No two ranks write the same bytes, and nobody writes bytes a peer still
 // reads (in place included), so the exit barrier is the only sync needed.
-void LocalCommunicator::Move(const CollectiveCall& call, absl::Span<const Arrival> peers) const {
+LocalCommunicator::Moved LocalCommunicator::Move(const CollectiveCall& call,
+                                                 absl::Span<const Arrival> peers) const {
   const Arrival& me = peers[rank_];
   const size_t bytes = call.count * SizeOf(call.dtype);
-  auto copy = [](void* dst, const void* src, size_t n) {
-    if (dst != src) std::memcpy(dst, src, n);
+  Moved moved;
+  auto copy = [&moved](void* dst, const void* src, size_t n) {
+    if (dst == src) return;
+    std::memcpy(dst, src, n);
+    moved.copied += n;
   };
   switch (call.kind) {
     case CollectiveKind::kAllGather:
       for (int p = 0; p < world_size_; ++p) {
         copy(At(me.recv, p * call.count, call.dtype), peers[p].send, bytes);
       }
-      return;
+      break;
     case CollectiveKind::kReduceScatter:
-      return ReduceChunk(call, peers, rank_ * call.count, call.count, me.recv);
+      ReduceChunk(call, peers, rank_ * call.count, call.count, me.recv);
+      moved.reduced = bytes;
+      break;
     case CollectiveKind::kAllReduce: {
       const Chunk chunk = ChunkOf(call.count, world_size_, rank_);
-      if (chunk.size == 0) return;
+      if (chunk.size == 0) break;
       char* mine = At(me.recv, chunk.begin, call.dtype);
       ReduceChunk(call, peers, chunk.begin, chunk.size, mine);
       const size_t chunk_bytes = chunk.size * SizeOf(call.dtype);
+      moved.reduced = chunk_bytes;
       for (int p = 0; p < world_size_; ++p) {
         if (p != rank_) copy(At(peers[p].recv, chunk.begin, call.dtype), mine, chunk_bytes);
       }
-      return;
+      break;
     }
-    case CollectiveKind::kBroadcast: return copy(me.recv, peers[call.root].send, bytes);
-    case CollectiveKind::kBarrier: return;
+    case CollectiveKind::kBroadcast: copy(me.recv, peers[call.root].send, bytes); break;
+    case CollectiveKind::kBarrier: break;
   }
+  return moved;
 }
 
 }  // namespace

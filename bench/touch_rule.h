@@ -1,7 +1,9 @@
 // A rule with AdamW's memory traffic (read p, g, m, v; write p, m, v and the
-// optional copy) and trivial arithmetic. It is the ceiling the optimizer is
-// measured against (bench/optimizer_bench.cc): it runs through the same loop,
-// SIMD level and threads as the real rules, so only the arithmetic differs.
+// optional copy) and trivial arithmetic. It is one of the two ceilings the
+// optimizer is measured against (bench/optimizer_bench.cc): it runs through
+// the same loop, SIMD level and threads as the real rules (touch_limit.h), so
+// only the arithmetic differs. It lives here, not in optimizers/, because
+// only the benchmark uses it.
 #pragma once
 
 #include "optimizers/host_device.h"
