@@ -273,7 +273,8 @@ class OwnFlagsAtDefaults {
  private:
   static void Reset() {
     for (const auto& [name, flag] : absl::GetAllFlags()) {
-      std::string error;  // a default always parses: abseil checks that at start-up
+      // Cannot fail: each AbslUnparseFlag writes what its AbslParseFlag reads.
+      std::string error;
       if (flag->Filename() == __FILE__) flag->ParseFrom(flag->DefaultValue(), &error);
     }
   }

@@ -6,8 +6,8 @@
 // --device_memory accepts 80GB or 80GiB (GB = 1e9 bytes).
 //
 // ParseOptions reads only `args`: it starts every flag of this program from
-// its default and leaves the process's flags as it found them, so a program
-// (or a test) may call it many times.
+// its default and leaves them at their defaults, so a program (or a test)
+// may call it many times; not from two threads at once (flags are global).
 #pragma once
 
 #include <string>
