@@ -2,7 +2,7 @@
 # Installs what the build needs, only when missing (idempotent, quiet).
 set -euo pipefail
 
-packages=(bazel-bootstrap g++ libabsl-dev libgtest-dev libbenchmark-dev pkg-config)
+packages=(bazel-bootstrap g++ libabsl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

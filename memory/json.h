@@ -9,6 +9,23 @@
 // levels of nesting. Numbers keep their text, so 64-bit integers and doubles
 // written with %.17g come back exact. Not a streaming parser: the inputs are
 // files of at most a few hundred MiB.
+//
+// Why hand-written rather than on nlohmann-json (issue 16; the figures come
+// from `bazel run -c opt //bench:json_bench` and a probe of the 27 malformed
+// inputs in tests/memory/json_test.cc against nlohmann 3.11.2):
+// - Positions: its SAX callbacks carry none, so every Pos here would need a
+//   second scanner walking beside it.
+// - Messages: its errors say where it stopped, not where the mistake is: of
+//   those 27 inputs it accepts one (a duplicate key: the last wins) and puts
+//   7 of the other 26 at another LINE:COL ("[tru]" at 1:5, not 1:2; an
+//   unterminated string at its end, not its quote); none has this wording.
+//   Keeping these messages means re-scanning the failing token, i.e. this
+//   tokenizer's error paths again.
+// - Speed: building this same tree through its SAX parser, with no positions
+//   and no messages, takes 3.1 s on a 50 MB manifest; this reader 2.2 s.
+// - It has no nesting limit (a handler could add one).
+// The parser below is about 280 lines; a nlohmann-based one would be a SAX
+// handler, a position scanner and a message translator of about as many.
 #pragma once
 
 #include <cstdint>

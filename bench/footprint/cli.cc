@@ -151,8 +151,8 @@ int RunFootprint(const std::vector<std::string>& args, std::ostream& out, std::o
                  bool err_is_tty) {
   absl::StatusOr<Options> options = ParseOptions(args);
   if (!options.ok()) return Fail(err, kBadInput, std::string(options.status().message()));
-  if (options->help) {
-    out << Usage();
+  if (options->help != Options::Help::kNone) {
+    out << Usage(options->help, options->help_match);
     return 0;
   }
   std::vector<ModelSpec> models;

@@ -1,233 +1,416 @@
 #include "bench/footprint/options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
-#include <map>
+#include <optional>
+#include <sstream>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
+#include "absl/flags/internal/usage.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/footprint/names.h"
 #include "bench/footprint/presets.h"
-#include "memory/status_macros.h"
 #include "memory/units.h"
+
+// Flag value types. Abseil hands AbslParseFlag the text after '='; the error
+// it sets is "what is wrong", which ParseOptions prefixes with "--NAME: ".
+// AbslUnparseFlag writes a value back (--help shows defaults with it) so
+// that parsing it again gives the same value.
+namespace zero::footprint {
+namespace {
+
+constexpr double kTwoTo53 = 9007199254740992.0;  // doubles are exact below this
+
+// "500000000", "5e8", "1.5e9": a whole number below 2^53.
+struct WholeNumber {
+  uint64_t value = 0;
+};
+
+bool AbslParseFlag(absl::string_view text, WholeNumber* n, std::string* error) {
+  const std::string s(text);
+  if (absl::SimpleAtoi(s, &n->value) && !absl::StartsWith(s, "+")) return true;
+  const bool scientific =
+      !s.empty() && s[0] >= '0' && s[0] <= '9' && s.find_first_of("eE") != std::string::npos;
+  char* end = nullptr;
+  const double d = scientific ? std::strtod(s.c_str(), &end) : -1;
+  if (!scientific || end != s.c_str() + s.size() || !(d >= 0) || d >= kTwoTo53 ||
+      d != std::floor(d)) {
+    *error = absl::StrFormat("'%s' is not a whole number (e.g. 500000000 or 5e8)", s);
+    return false;
+  }
+  n->value = static_cast<uint64_t>(d);
+  return true;
+}
+
+// 5e8 rather than 500000000 where that is exact, as people write them.
+std::string AbslUnparseFlag(WholeNumber n) {
+  int zeros = 0;
+  uint64_t mantissa = n.value;
+  while (mantissa != 0 && mantissa % 10 == 0) {
+    mantissa /= 10;
+    ++zeros;
+  }
+  if (zeros < 3 || n.value >= static_cast<uint64_t>(kTwoTo53)) return absl::StrCat(n.value);
+  return absl::StrCat(mantissa, "e", zeros);
+}
+
+// A whole number from 1 to kMax.
+template <int kMax>
+struct Count {
+  int value = 1;
+};
+
+template <int kMax>
+bool AbslParseFlag(absl::string_view text, Count<kMax>* count, std::string* error) {
+  WholeNumber n;
+  if (!AbslParseFlag(text, &n, error)) return false;
+  if (n.value < 1 || n.value > static_cast<uint64_t>(kMax)) {
+    *error = absl::StrFormat("%s is not from 1 to %d", text, kMax);
+    return false;
+  }
+  count->value = static_cast<int>(n.value);
+  return true;
+}
+
+template <int kMax>
+std::string AbslUnparseFlag(Count<kMax> count) {
+  return absl::StrCat(count.value);
+}
+
+// "80GB", "80GiB", "4096": a non-zero number of bytes (memory/units.h).
+struct ByteSize {
+  size_t bytes = 0;
+};
+
+bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error) {
+  absl::StatusOr<size_t> bytes = ParseBytes(std::string_view(text.data(), text.size()));
+  if (!bytes.ok() || *bytes == 0) {
+    *error = absl::StrFormat("'%s' is not a size like 80GB", text);
+    return false;
+  }
+  size->bytes = *bytes;
+  return true;
+}
+
+// The largest unit that divides exactly, so the text parses back the same.
+std::string AbslUnparseFlag(ByteSize size) {
+  static constexpr std::pair<const char*, size_t> kUnits[] = {
+      {"TB", 1'000'000'000'000}, {"TiB", size_t{1} << 40}, {"GB", 1'000'000'000},
+      {"GiB", size_t{1} << 30},  {"MB", 1'000'000},        {"MiB", size_t{1} << 20},
+      {"KB", 1'000},             {"KiB", size_t{1} << 10}};
+  for (const auto& [unit, scale] : kUnits) {
+    if (size.bytes != 0 && size.bytes % scale == 0) return absl::StrCat(size.bytes / scale, unit);
+  }
+  return absl::StrCat(size.bytes);
+}
+
+// A comma list. `Item` reads one item (Read: nullopt if it is not one),
+// says what an item must be (kWhat) and writes one back (Write).
+template <typename Item>
+struct List {
+  std::vector<typename Item::Type> items;
+};
+
+template <typename Item>
+bool AbslParseFlag(absl::string_view text, List<Item>* list, std::string* error) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ',');
+  // Every item is checked for being there before any is read, so "8,,x"
+  // names the empty item, as a reader of the list would.
+  for (absl::string_view part : parts) {
+    if (part.empty()) {
+      *error = absl::StrFormat("empty item in the list '%s'", text);
+      return false;
+    }
+  }
+  std::vector<typename Item::Type> items;
+  for (absl::string_view part : parts) {
+    std::optional<typename Item::Type> item = Item::Read(part);
+    if (!item.has_value()) {
+      *error = absl::StrFormat("'%s' is not %s", part, Item::kWhat);
+      return false;
+    }
+    items.push_back(*std::move(item));
+  }
+  list->items = std::move(items);
+  return true;
+}
+
+template <typename Item>
+std::string AbslUnparseFlag(const List<Item>& list) {
+  std::vector<std::string> parts;
+  for (const auto& item : list.items) parts.push_back(Item::Write(item));
+  return absl::StrJoin(parts, ",");
+}
+
+std::optional<int> IntFrom(absl::string_view text, int min, int max) {
+  int n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < min || n > max) return std::nullopt;
+  return n;
+}
+
+struct ModelItem {
+  using Type = std::string;
+  static constexpr const char* kWhat = "a model";  // unused: Read takes any name
+  static std::optional<Type> Read(absl::string_view text) { return std::string(text); }
+  static std::string Write(const Type& name) { return name; }
+};
+
+struct RanksItem {
+  using Type = int;
+  static constexpr const char* kWhat = "a number of ranks from 1 to 16777216";
+  static std::optional<Type> Read(absl::string_view text) { return IntFrom(text, 1, 1 << 24); }
+  static std::string Write(Type n) { return absl::StrCat(n); }
+};
+
+struct StageItem {
+  using Type = int;
+  static constexpr const char* kWhat = "0, 1, 2 or 3";
+  static std::optional<Type> Read(absl::string_view text) { return IntFrom(text, 0, 3); }
+  static std::string Write(Type n) { return absl::StrCat(n); }
+};
+
+// An enum item, by the words in names.h.
+template <typename E, std::optional<E> (*kParse)(std::string_view), const char* kChoices>
+struct WordItem {
+  using Type = E;
+  static constexpr const char* kWhat = kChoices;
+  static std::optional<Type> Read(absl::string_view text) {
+    return kParse(std::string_view(text.data(), text.size()));
+  }
+  static std::string Write(Type value) { return std::string(Name(value)); }
+};
+
+constexpr char kPrecisions[] = "fp32, bf16 or fp16";
+constexpr char kOptimizers[] = "adam or sgd";
+constexpr char kOffloads[] = "none, optimizer or parameters";
+using PrecisionItem = WordItem<Precision, ParsePrecision, kPrecisions>;
+using OptimizerItem = WordItem<OptimizerKind, ParseOptimizer, kOptimizers>;
+using OffloadItem = WordItem<Offload, ParseOffload, kOffloads>;
+
+std::string ModelHelp() {
+  return absl::StrCat("models: presets (", absl::StrJoin(PresetNames(), ", "),
+                      ") or model files ending in .json (bench/footprint/model_json.h)");
+}
+
+}  // namespace
+}  // namespace zero::footprint
+
+// Abseil's flag macros belong at global scope (they name absl:: unqualified).
+using zero::footprint::ByteSize;
+using zero::footprint::Count;
+using zero::footprint::Knobs;
+using zero::footprint::List;
+using zero::footprint::ModelHelp;
+using zero::footprint::ModelItem;
+using zero::footprint::OffloadItem;
+using zero::footprint::OptimizerItem;
+using zero::footprint::Options;
+using zero::footprint::PrecisionItem;
+using zero::footprint::RanksItem;
+using zero::footprint::StageItem;
+using zero::footprint::WholeNumber;
+
+// The defaults come from Options and Knobs, so there is one place for each.
+ABSL_FLAG(List<ModelItem>, model, List<ModelItem>{Options{}.models}, ModelHelp());
+ABSL_FLAG(List<RanksItem>, ranks, List<RanksItem>{Options{}.ranks},
+          "simulated ranks (1 to 16777216)");
+ABSL_FLAG(List<StageItem>, stage, List<StageItem>{Options{}.stages}, "ZeRO stages (0 to 3)");
+ABSL_FLAG(List<PrecisionItem>, precision, List<PrecisionItem>{Options{}.precisions},
+          "parameter precisions: fp32, bf16, fp16 (mixed: fp32 master weights)");
+ABSL_FLAG(List<OptimizerItem>, optimizer, List<OptimizerItem>{Options{}.optimizers},
+          "optimizers: adam (AdamW), sgd (momentum 0.9)");
+ABSL_FLAG(List<OffloadItem>, offload, List<OffloadItem>{Options{}.offloads},
+          "what lives in pinned host memory: none, optimizer (stages 1-3), parameters (stage 3)");
+ABSL_FLAG(WholeNumber, bucket_elements, WholeNumber{Knobs{}.bucket_elements},
+          "elements per gradient bucket (reduce-scatter unit)");
+ABSL_FLAG(WholeNumber, prefetch_elements, WholeNumber{Knobs{}.prefetch_elements},
+          "stage 3: elements gathered ahead of use");
+ABSL_FLAG(WholeNumber, persistence_threshold, WholeNumber{Knobs{}.persistence_threshold},
+          "stage 3: parameters this small stay gathered");
+ABSL_FLAG(WholeNumber, max_live_elements, WholeNumber{Knobs{}.max_live_elements},
+          "stage 3: gathered elements allowed at once");
+ABSL_FLAG(Count<1000>, steps, Count<1000>{Knobs{}.steps}, "training steps per run (1 to 1000)");
+ABSL_FLAG(ByteSize, device_memory, ByteSize{Knobs{}.device_memory},
+          "the card to fit in (GB = 1e9 bytes, GiB = 2^30)");
+ABSL_FLAG(Count<(1 << 16)>, gpus_per_node, Count<(1 << 16)>{Knobs{}.gpus_per_node},
+          "GPUs per node, for DeepSpeed's estimators");
+ABSL_FLAG(std::string, json, "", "also write the results as JSON to this file");
+ABSL_FLAG(std::string, csv, "", "also write the results as CSV to this file");
+ABSL_FLAG(std::string, svg, "", "also write a bar chart (SVG) to this file");
 
 namespace zero::footprint {
 namespace {
 
-absl::Status Bad(const std::string& option, const std::string& what) {
+absl::Status Bad(absl::string_view option, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrFormat("--%s: %s", option, what));
 }
 
-// "500000000", "5e8", "1.5e9": a whole number below 2^53.
-absl::StatusOr<uint64_t> WholeNumber(const std::string& option, const std::string& text) {
-  uint64_t value = 0;
-  if (absl::SimpleAtoi(text, &value) && !absl::StartsWith(text, "+")) return value;
-  const bool scientific = !text.empty() && text[0] >= '0' && text[0] <= '9' &&
-                          text.find_first_of("eE") != std::string::npos;
-  char* end = nullptr;
-  const double d = scientific ? std::strtod(text.c_str(), &end) : -1;
-  if (!scientific || end != text.c_str() + text.size() || !(d >= 0) || d >= 9007199254740992.0 ||
-      d != std::floor(d)) {
-    return Bad(option, absl::StrFormat("'%s' is not a whole number (e.g. 500000000 or 5e8)", text));
-  }
-  return static_cast<uint64_t>(d);
+// This program's flags are the ones this file defines: others linked in
+// (--zero_devices, abseil's own) mean nothing to it.
+absl::CommandLineFlag* OwnFlag(absl::string_view name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && flag->Filename() == __FILE__ ? flag : nullptr;
 }
 
-absl::StatusOr<std::vector<std::string>> List(const std::string& option, const std::string& text) {
-  std::vector<std::string> items = absl::StrSplit(text, ',');
-  for (const std::string& item : items) {
-    if (item.empty()) return Bad(option, absl::StrFormat("empty item in the list '%s'", text));
+// Every flag of this file at its default, on entry and on exit, so only
+// `args` count and the process's flags are as they were found. (Not
+// absl::FlagSaver: it logs every flag it restores to stderr.)
+class OwnFlagsAtDefaults {
+ public:
+  OwnFlagsAtDefaults() { Reset(); }
+  ~OwnFlagsAtDefaults() { Reset(); }
+  OwnFlagsAtDefaults(const OwnFlagsAtDefaults&) = delete;
+  OwnFlagsAtDefaults& operator=(const OwnFlagsAtDefaults&) = delete;
+
+ private:
+  static void Reset() {
+    for (const auto& [name, flag] : absl::GetAllFlags()) {
+      // Cannot fail: each AbslUnparseFlag writes what its AbslParseFlag reads.
+      std::string error;
+      if (flag->Filename() == __FILE__) flag->ParseFrom(flag->DefaultValue(), &error);
+    }
   }
-  return items;
+};
+
+// Abseil wraps our error as "Illegal value 'V' specified for flag 'N'; E":
+// the line users see is "--N: E", as for every other mistake.
+std::string WhatIsWrong(absl::string_view name, absl::string_view value, std::string error) {
+  const std::string prefix =
+      absl::StrCat("Illegal value '", value, "' specified for flag '", name, "'; ");
+  if (absl::StartsWith(error, prefix)) error.erase(0, prefix.size());
+  return error;
 }
 
-template <typename T>
-absl::Status ParseList(const std::string& option, const std::string& text, std::vector<T>* out,
-                       const std::function<absl::StatusOr<T>(const std::string&)>& one) {
-  ASSIGN_OR_RETURN(std::vector<std::string> items, List(option, text));
-  out->clear();
-  for (const std::string& item : items) {
-    ASSIGN_OR_RETURN(T value, one(item));
-    out->push_back(value);
+// One argument (and maybe the next, for "--name value"): sets its flag.
+absl::Status Apply(const std::vector<std::string>& args, size_t& i) {
+  const std::string& arg = args[i];
+  if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unexpected argument '%s' (options look like --name=value; see --help)", arg));
   }
+  const size_t eq = arg.find('=');
+  const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  absl::CommandLineFlag* flag = OwnFlag(name);
+  if (flag == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown option --%s (see --help)", name));
+  }
+  std::string value;
+  if (eq != std::string::npos) {
+    value = arg.substr(eq + 1);
+  } else if (i + 1 < args.size()) {
+    value = args[++i];
+  } else {
+    return Bad(name, "needs a value");
+  }
+  std::string error;
+  if (!flag->ParseFrom(value, &error)) return Bad(name, WhatIsWrong(name, value, error));
   return absl::OkStatus();
 }
 
-template <typename T>
-std::function<absl::StatusOr<T>(const std::string&)> Word(
-    const std::string& option, std::optional<T> (*parse)(std::string_view), const char* choices) {
-  return [=](const std::string& item) -> absl::StatusOr<T> {
-    std::optional<T> value = parse(item);
-    if (!value.has_value()) return Bad(option, absl::StrFormat("'%s' is not %s", item, choices));
-    return *value;
-  };
+Options FromFlags() {
+  Options o;
+  o.models = absl::GetFlag(FLAGS_model).items;
+  o.ranks = absl::GetFlag(FLAGS_ranks).items;
+  o.stages = absl::GetFlag(FLAGS_stage).items;
+  o.precisions = absl::GetFlag(FLAGS_precision).items;
+  o.optimizers = absl::GetFlag(FLAGS_optimizer).items;
+  o.offloads = absl::GetFlag(FLAGS_offload).items;
+  o.knobs.bucket_elements = absl::GetFlag(FLAGS_bucket_elements).value;
+  o.knobs.prefetch_elements = absl::GetFlag(FLAGS_prefetch_elements).value;
+  o.knobs.persistence_threshold = absl::GetFlag(FLAGS_persistence_threshold).value;
+  o.knobs.max_live_elements = absl::GetFlag(FLAGS_max_live_elements).value;
+  o.knobs.steps = absl::GetFlag(FLAGS_steps).value;
+  o.knobs.device_memory = absl::GetFlag(FLAGS_device_memory).bytes;
+  o.knobs.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node).value;
+  o.json_path = absl::GetFlag(FLAGS_json);
+  o.csv_path = absl::GetFlag(FLAGS_csv);
+  o.svg_path = absl::GetFlag(FLAGS_svg);
+  return o;
 }
 
-absl::StatusOr<int> Ranks(const std::string& item) {
-  int n = 0;
-  if (!absl::SimpleAtoi(item, &n) || n < 1 || n > (1 << 24)) {
-    return Bad("ranks", absl::StrFormat("'%s' is not a number of ranks from 1 to 16777216", item));
+constexpr char kAbout[] =
+    R"(measured memory and traffic of one rank of a ZeRO job, beside the
+ZeRO paper's formulas and DeepSpeed's estimators. The real engine runs one rank
+on a meta device (addresses, no bytes) with a communicator that has no peers;
+every rank of a ZeRO job holds the same bytes, so one rank stands for all.
+
+usage: bazel run -c opt //bench:footprint -- [--name=value | --name value]...
+
+--model, --ranks, --stage, --precision, --optimizer and --offload take comma
+lists; the runs are their cross product (a sweep). Element counts accept
+500000000 or 5e8. --help lists the flags below; --help=WORD those whose name
+or help holds WORD; --helpfull adds the flags of the libraries linked in,
+which this program does not read.
+Exit status: 0 done, 2 bad input or a configuration the engine rejects
+(one line on stderr), 1 an output file could not be written.)";
+
+// Whether `arg` asks for help; if so, which help goes in `options`.
+bool HelpRequest(const std::string& arg, Options& options) {
+  if (arg == "--help" || arg == "-h") {
+    options.help = std::max(options.help, Options::Help::kShort);
+  } else if (arg == "--helpfull") {
+    options.help = Options::Help::kFull;
+  } else if (absl::StartsWith(arg, "--help=")) {
+    options.help = std::max(options.help, Options::Help::kShort);
+    options.help_match = arg.substr(7);
+  } else {
+    return false;
   }
-  return n;
-}
-
-absl::StatusOr<int> Stage(const std::string& item) {
-  int s = -1;
-  if (!absl::SimpleAtoi(item, &s) || s < 0 || s > 3) {
-    return Bad("stage", absl::StrFormat("'%s' is not 0, 1, 2 or 3", item));
-  }
-  return s;
-}
-
-using Setter = std::function<absl::Status(Options&, const std::string&)>;
-
-Setter Elements(size_t Knobs::*field, const char* option) {
-  return [=](Options& o, const std::string& v) -> absl::Status {
-    ASSIGN_OR_RETURN(uint64_t n, WholeNumber(option, v));
-    o.knobs.*field = n;
-    return absl::OkStatus();
-  };
-}
-
-Setter Count(int Knobs::*field, const char* option, int max) {
-  return [=](Options& o, const std::string& v) -> absl::Status {
-    ASSIGN_OR_RETURN(uint64_t n, WholeNumber(option, v));
-    if (n < 1 || n > static_cast<uint64_t>(max)) {
-      return Bad(option, absl::StrFormat("%s is not from 1 to %d", v, max));
-    }
-    o.knobs.*field = static_cast<int>(n);
-    return absl::OkStatus();
-  };
-}
-
-const std::map<std::string, Setter>& Setters() {
-  static const auto* setters = new std::map<std::string, Setter>{
-      {"model",
-       [](Options& o, const std::string& v) {
-         return ParseList<std::string>("model", v, &o.models,
-                                       [](const std::string& s) { return s; });
-       }},
-      {"ranks", [](Options& o,
-                   const std::string& v) { return ParseList<int>("ranks", v, &o.ranks, Ranks); }},
-      {"stage", [](Options& o,
-                   const std::string& v) { return ParseList<int>("stage", v, &o.stages, Stage); }},
-      {"precision",
-       [](Options& o, const std::string& v) {
-         return ParseList<Precision>(
-             "precision", v, &o.precisions,
-             Word<Precision>("precision", ParsePrecision, "fp32, bf16 or fp16"));
-       }},
-      {"optimizer",
-       [](Options& o, const std::string& v) {
-         return ParseList<OptimizerKind>(
-             "optimizer", v, &o.optimizers,
-             Word<OptimizerKind>("optimizer", ParseOptimizer, "adam or sgd"));
-       }},
-      {"offload",
-       [](Options& o, const std::string& v) {
-         return ParseList<Offload>(
-             "offload", v, &o.offloads,
-             Word<Offload>("offload", ParseOffload, "none, optimizer or parameters"));
-       }},
-      {"bucket_elements", Elements(&Knobs::bucket_elements, "bucket_elements")},
-      {"prefetch_elements", Elements(&Knobs::prefetch_elements, "prefetch_elements")},
-      {"persistence_threshold", Elements(&Knobs::persistence_threshold, "persistence_threshold")},
-      {"max_live_elements", Elements(&Knobs::max_live_elements, "max_live_elements")},
-      {"steps", Count(&Knobs::steps, "steps", 1000)},
-      {"gpus_per_node", Count(&Knobs::gpus_per_node, "gpus_per_node", 1 << 16)},
-      {"device_memory",
-       [](Options& o, const std::string& v) -> absl::Status {
-         absl::StatusOr<size_t> bytes = ParseBytes(v);
-         if (!bytes.ok() || *bytes == 0) {
-           return Bad("device_memory", absl::StrFormat("'%s' is not a size like 80GB", v));
-         }
-         o.knobs.device_memory = *bytes;
-         return absl::OkStatus();
-       }},
-      {"json",
-       [](Options& o, const std::string& v) {
-         o.json_path = v;
-         return absl::OkStatus();
-       }},
-      {"csv",
-       [](Options& o, const std::string& v) {
-         o.csv_path = v;
-         return absl::OkStatus();
-       }},
-      {"svg",
-       [](Options& o, const std::string& v) {
-         o.svg_path = v;
-         return absl::OkStatus();
-       }},
-  };
-  return *setters;
+  return true;
 }
 
 }  // namespace
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
-  Options options;
+  OwnFlagsAtDefaults defaults;
+  Options help;  // only its help fields
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
-      options.help = true;
-      continue;
-    }
-    if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "unexpected argument '%s' (options look like --name=value; see --help)", arg));
-    }
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    auto setter = Setters().find(name);
-    if (setter == Setters().end()) {
-      return absl::InvalidArgumentError(absl::StrFormat("unknown option --%s (see --help)", name));
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return Bad(name, "needs a value");
-    }
-    RETURN_IF_ERROR(setter->second(options, value));
+    if (HelpRequest(args[i], help)) continue;
+    if (absl::Status s = Apply(args, i); !s.ok()) return s;
   }
+  Options options = FromFlags();
+  options.help = help.help;
+  options.help_match = help.help_match;
   return options;
 }
 
-std::string Usage() {
-  return absl::StrFormat(
-      R"(footprint: measured memory and traffic of one rank of a ZeRO job, beside the
-ZeRO paper's formulas and DeepSpeed's estimators. The real engine runs one rank
-on a meta device (addresses, no bytes) with a communicator that has no peers;
-every rank of a ZeRO job holds the same bytes, so one rank stands for all.
-
-usage: bazel run -c opt //bench:footprint -- [options]
-
-Sweeps (comma lists; the runs are the cross product):
-  --model=NAME|FILE.json  presets: %s (default zero-7.5b)
-  --ranks=N               simulated ranks (default 8,64)
-  --stage=S               ZeRO stage 0-3 (default 0,1,2,3)
-  --precision=P           fp32, bf16, fp16 (default bf16)
-  --optimizer=O           adam (AdamW), sgd (momentum 0.9) (default adam)
-  --offload=W             none, optimizer, parameters (default none)
-Engine knobs (elements; 5e8 style accepted):
-  --bucket_elements (5e8) --prefetch_elements (5e7)
-  --persistence_threshold (1e5) --max_live_elements (1e9)
-Run and report:
-  --steps=N               training steps per run (default 2)
-  --device_memory=SIZE    the card to fit in (default 80GB; GB = 1e9 bytes)
-  --gpus_per_node=N       for DeepSpeed's estimators (default 8)
-  --json=FILE --csv=FILE --svg=FILE   also write these
-Exit status: 0 done, 2 bad input or a configuration the engine rejects
-(one line on stderr), 1 an output file could not be written.
-)",
-      absl::StrJoin(PresetNames(), ", "));
+std::string Usage(Options::Help which, const std::string& match) {
+  // Abseil's listing opens with "PROGRAM: ", which it learns from argv[0]
+  // only in absl::ParseCommandLine.
+  absl::flags_internal::SetProgramInvocationName("footprint");
+  std::ostringstream out;
+  if (which == Options::Help::kFull) {
+    absl::flags_internal::FlagsHelp(out, "", absl::flags_internal::HelpFormat::kHumanReadable,
+                                    kAbout);
+    return out.str();
+  }
+  if (match.empty()) {
+    absl::flags_internal::FlagsHelp(out, __FILE__,
+                                    absl::flags_internal::HelpFormat::kHumanReadable, kAbout);
+    return out.str();
+  }
+  // --help=WORD, as abseil's footer describes it, over this program's flags.
+  std::vector<const absl::CommandLineFlag*> matches;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename() == __FILE__ &&
+        (absl::StrContains(name, match) || absl::StrContains(flag->Help(), match))) {
+      matches.push_back(flag);
+    }
+  }
+  std::sort(matches.begin(), matches.end(),
+            [](auto* a, auto* b) { return a->Name() < b->Name(); });
+  out << "footprint: flags whose name or help holds '" << match << "':\n";
+  for (const absl::CommandLineFlag* flag : matches) absl::flags_internal::FlagHelp(out, *flag);
+  if (matches.empty()) out << "  none (see --help)\n";
+  return out.str();
 }
 
 }  // namespace zero::footprint

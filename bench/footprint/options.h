@@ -1,8 +1,13 @@
-// The command line of //bench:footprint. Options are --name=value or
-// --name value. --model, --ranks, --stage, --precision, --optimizer and
-// --offload take comma lists; the runs are their cross product (a sweep).
-// Whole numbers accept 500000000 or 5e8; --device_memory accepts 80GB or
-// 80GiB (GB = 1e9 bytes).
+// The command line of //bench:footprint, as abseil flags (ABSL_FLAG in
+// options.cc, so --help and --helpfull list them in abseil's format).
+// Options are --name=value or --name value. --model, --ranks, --stage,
+// --precision, --optimizer and --offload take comma lists; the runs are
+// their cross product (a sweep). Whole numbers accept 500000000 or 5e8;
+// --device_memory accepts 80GB or 80GiB (GB = 1e9 bytes).
+//
+// ParseOptions reads only `args`: it starts every flag of this program from
+// its default and leaves them at their defaults, so a program (or a test)
+// may call it many times; not from two threads at once (flags are global).
 #pragma once
 
 #include <string>
@@ -14,6 +19,7 @@
 namespace zero::footprint {
 
 struct Options {
+  // These defaults are the flags' defaults (and what --help shows).
   std::vector<std::string> models = {"zero-7.5b"};  // presets or .json files
   std::vector<int> ranks = {8, 64};
   std::vector<int> stages = {0, 1, 2, 3};
@@ -22,14 +28,18 @@ struct Options {
   std::vector<Offload> offloads = {Offload::kNone};
   Knobs knobs;
   std::string json_path, csv_path, svg_path;  // empty: not written
-  bool help = false;
+  // --help or -h: this program's flags; --helpfull: every flag linked in;
+  // --help=WORD: this program's flags whose name or help holds WORD.
+  enum class Help { kNone, kShort, kFull } help = Help::kNone;
+  std::string help_match;
 };
 
 // `args` without the program name. InvalidArgument with one line naming the
 // option and what is wrong with it.
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args);
 
-// The --help text.
-std::string Usage();
+// The --help text (kShort; with `match`, --help=WORD) or the --helpfull
+// text (kFull), in abseil's format.
+std::string Usage(Options::Help which = Options::Help::kShort, const std::string& match = "");
 
 }  // namespace zero::footprint
