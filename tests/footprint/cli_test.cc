@@ -94,6 +94,20 @@ TEST(CliTest, ModelFileRuns) {
   EXPECT_THAT(r.out, HasSubstr("toy "));
 }
 
+// A model whose repeats multiply past a limit: one line, exit 2, at once
+// (it used to be expanded until the process died of std::bad_alloc).
+TEST(CliTest, NestedRepeatsPastTheLimitExitTwo) {
+  const std::string path = WriteModel("huge.json", R"({"modules": [
+  {"name": "layers", "repeat": 1000000, "modules": [
+    {"name": "experts", "repeat": 1000000, "params": [{"name": "w", "shape": [16]}]}]}]})");
+  Result r = Footprint({"--model=" + path, "--ranks=64", "--stage=3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + path +
+                       ":2:32: \"layers\" repeat 1000000 x \"experts\" repeat 1000000 = 1e+12 "
+                       "modules, over the limit of 2000000 modules\n");
+  EXPECT_EQ(r.out, "");
+}
+
 struct BadArgs {
   std::vector<std::string> args;
   std::string message;  // the whole line on stderr

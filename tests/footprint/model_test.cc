@@ -5,6 +5,7 @@
 
 #include "bench/footprint/model_json.h"
 #include "bench/footprint/presets.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {
@@ -103,6 +104,45 @@ TEST(ModelJsonTest, DefaultsToTheFileNameAndModuleOrder) {
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->name, "x.json");
   EXPECT_EQ(model->ForwardOrder(), std::vector<int>{0});
+}
+
+// Repeats multiply; what they would expand to is refused before anything
+// is expanded (the 1e12-module case once ran out of memory), in one line
+// naming the limit and the repeats.
+TEST(ModelJsonTest, NestedRepeatsPastTheModuleLimitAreRefused) {
+  absl::StatusOr<ModelSpec> model = ModelFromJson(
+      R"({"modules": [{"name": "layers", "repeat": 1000000, "modules": [)"
+      R"({"name": "experts", "repeat": 1000000, "params": [{"name": "w", "shape": [16]}]}]}]})",
+      "m.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(model.status()));
+  EXPECT_EQ(model.status().message(),
+            "m.json:1:43: \"layers\" repeat 1000000 x \"experts\" repeat 1000000 = 1e+12 "
+            "modules, over the limit of 2000000 modules");
+}
+
+TEST(ModelJsonTest, RepeatsPastTheParameterAndNameLimitsAreRefused) {
+  const std::string ten_params =
+      R"({"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}, {"name": "c", "shape": [1]},)"
+      R"({"name": "d", "shape": [1]}, {"name": "e", "shape": [1]}, {"name": "f", "shape": [1]},)"
+      R"({"name": "g", "shape": [1]}, {"name": "h", "shape": [1]}, {"name": "i", "shape": [1]},)"
+      R"({"name": "j", "shape": [1]})";
+  absl::StatusOr<ModelSpec> model = ModelFromJson(
+      R"({"modules": [{"name": "m", "repeat": 1000000, "params": [)" + ten_params + "]}]}",
+      "p.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "p.json:1:38: \"m\" repeat 1000000 = 1e+07 parameters, over the limit of 8000000 "
+            "parameters");
+  const std::string long_name(600, 'x');
+  model = ModelFromJson(R"({"modules": [{"name": "g", "repeat": 1000, "modules": [{"name": ")" +
+                            long_name + R"(", "repeat": 1000, "params": [{"name": "w", "shape": [1]}]}]}]})",
+                        "n.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()),
+              ::testing::MatchesRegex("n\\.json:1:38: \"g\" repeat 1000 x \"x+\" repeat 1000 = "
+                                      "1\\.2.e\\+09 bytes of names, over the limit of 536870912 "
+                                      "bytes of names"));
 }
 
 struct BadModel {
