@@ -127,8 +127,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadArgs{{"--model=gpt3"},
                 "--model: unknown preset 'gpt3' (presets: gpt2-small, gpt2-medium, gpt2-large, "
-                "gpt2-xl, zero-1.5b, zero-7.5b, zero-100b, llama2-7b, llama2-13b, llama2-70b; or "
-                "a file ending in .json)"},
+                "gpt2-xl, zero-1.5b, zero-7.5b, zero-100b, llama2-7b, llama2-13b, llama2-70b, "
+                "deepseek-v3; or a file ending in .json)"},
         BadArgs{{"--ranks=0"}, "--ranks: '0' is not a number of ranks from 1 to 16777216"},
         BadArgs{{"--ranks=8,,64"}, "--ranks: empty item in the list '8,,64'"},
         BadArgs{{"--stage=4"}, "--stage: '4' is not 0, 1, 2 or 3"},

@@ -45,6 +45,20 @@ TEST(PresetTest, ZeroPaperModelsAreTheirNominalSize) {
   EXPECT_LT(Preset("zero-7.5b")->numel(), 7'501'000'000u);
 }
 
+// DeepSeek-V3 is published as 671B parameters without its multi-token
+// prediction module; the MLA shapes give 671,026,419,200 (within 0.01%).
+TEST(PresetTest, DeepSeekV3IsItsPublishedSizeInSmallModules) {
+  const ModelSpec moe = *Preset("deepseek-v3");
+  EXPECT_EQ(moe.numel(), 671'026'419'200u);
+  EXPECT_NEAR(moe.numel() / 671e9, 1.0, 1e-4);
+  // embedding, norm, head; 61 attention sub-layers; 3 dense MLPs; in each of
+  // 58 MoE layers a router and (256 + 1) experts of 3 projections.
+  EXPECT_EQ(moe.modules.size(), 3u + 61 + 3 + 58 * (1 + 257 * 3));
+  EXPECT_EQ(moe.modules.back().name, "lm_head");
+  EXPECT_EQ(moe.largest_module_numel(), 129280u * 7168);  // the embedding and the head
+  EXPECT_TRUE(Validate(moe).ok());
+}
+
 TEST(PresetTest, GptTiesItsHeadToTheEmbeddingAndLlamaDoesNot) {
   const ModelSpec gpt = *Preset("gpt2-small");
   const std::vector<int> order = gpt.ForwardOrder();
@@ -66,7 +80,7 @@ TEST(PresetTest, GptTiesItsHeadToTheEmbeddingAndLlamaDoesNot) {
 
 TEST(PresetTest, UnknownNameIsNullopt) {
   EXPECT_FALSE(Preset("gpt3").has_value());
-  EXPECT_EQ(PresetNames().size(), 10u);
+  EXPECT_EQ(PresetNames().size(), 11u);
 }
 
 constexpr char kGood[] = R"({
