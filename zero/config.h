@@ -47,7 +47,9 @@ struct EngineConfig {
 
   // Stage 3 (DeepSpeed's stage3_* knobs, in elements):
   // how far ahead of the module in use to gather, following the order
-  // recorded in the first step (stage3_prefetch_bucket_size);
+  // recorded in the first step: the elements of the units ahead, gathered
+  // or not, up to which the prefetch looks (stage3_prefetch_bucket_size);
+  // a unit it finds gathered stays until that use;
   size_t prefetch_elements = 50'000'000;
   // a cap on gathered elements alive at once that prefetch respects
   // (stage3_max_live_parameters);

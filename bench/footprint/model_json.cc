@@ -4,9 +4,12 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "memory/json.h"
@@ -18,6 +21,67 @@ namespace {
 using json::KindName;
 using Kind = json::Value::Kind;
 constexpr uint64_t kMaxRepeat = 1'000'000;
+
+// What an entry expands to, counted on the JSON without expanding it, in
+// saturating arithmetic. Counting tolerates malformed entries (the loader
+// reports them): a bad repeat counts once, a bad list counts nothing.
+struct Expansion {
+  uint64_t modules = 0, params = 0, name_bytes = 0;
+  // The entries with "repeat" along the path that yields the most modules.
+  std::vector<const json::Value*> chain;
+};
+
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+uint64_t SatMul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t RepeatOf(const json::Value& entry) {
+  const json::Value* r = entry.kind == Kind::kObject ? entry.Find("repeat") : nullptr;
+  const std::optional<uint64_t> n = r != nullptr ? r->AsUint() : std::nullopt;
+  return n.has_value() && *n >= 1 && *n <= kMaxRepeat ? *n : 1;
+}
+
+size_t NameLength(const json::Value& object) {
+  const json::Value* name = object.Find("name");
+  return name != nullptr && name->kind == Kind::kString ? name->text.size() : 0;
+}
+
+const std::vector<json::Value>& ItemsOf(const json::Value* list) {
+  static const std::vector<json::Value> kNone;
+  return list != nullptr && list->kind == Kind::kArray ? list->items : kNone;
+}
+
+// `prefix` bytes precede the entry's name; names get ".i" when repeated.
+Expansion Expand(const json::Value& entry, uint64_t prefix) {
+  Expansion e;
+  if (entry.kind != Kind::kObject) return e;
+  const uint64_t repeat = RepeatOf(entry);
+  const uint64_t name = prefix + NameLength(entry) +
+                        (entry.Find("repeat") ? 1 + absl::StrCat(repeat - 1).size() : 0);
+  if (const json::Value* modules = entry.Find("modules")) {
+    for (const json::Value& child : ItemsOf(modules)) {
+      Expansion c = Expand(child, name + 1);
+      if (c.modules > e.modules || e.chain.empty()) e.chain = std::move(c.chain);
+      e.modules = SatAdd(e.modules, c.modules);
+      e.params = SatAdd(e.params, c.params);
+      e.name_bytes = SatAdd(e.name_bytes, c.name_bytes);
+    }
+  } else {
+    e.modules = 1;
+    e.name_bytes = name;
+    for (const json::Value& p : ItemsOf(entry.Find("params"))) {
+      ++e.params;
+      e.name_bytes += name + 1 + (p.kind == Kind::kObject ? NameLength(p) : 0);
+    }
+  }
+  if (repeat > 1) e.chain.insert(e.chain.begin(), &entry);
+  e.modules = SatMul(e.modules, repeat);
+  e.params = SatMul(e.params, repeat);
+  e.name_bytes = SatMul(e.name_bytes, repeat);
+  return e;
+}
 
 class Loader {
  public:
@@ -100,6 +164,7 @@ class Loader {
     const json::Value* repeat_value = entry.Find("repeat");
     if (repeat_value != nullptr) {
       ASSIGN_OR_RETURN(repeat, Count(*repeat_value, "\"repeat\"", kMaxRepeat));
+      RETURN_IF_ERROR(WithinLimits(entry, prefix.size()));
     }
     for (uint64_t i = 0; i < repeat; ++i) {
       std::string full = prefix + name;
@@ -109,6 +174,37 @@ class Loader {
       } else {
         RETURN_IF_ERROR(Module(entry, *name_value, full));
       }
+    }
+    return absl::OkStatus();
+  }
+
+  // Refuses, before anything is expanded, an entry that would take the
+  // model past a limit, naming the repeats that multiply.
+  absl::Status WithinLimits(const json::Value& entry, size_t prefix) {
+    const Expansion e = Expand(entry, prefix);
+    const struct {
+      uint64_t have, adding, limit;
+      const char* what;
+    } checks[] = {
+        {model_.modules.size(), e.modules, kMaxModelModules, "modules"},
+        {params_, e.params, kMaxModelParams, "parameters"},
+        {name_bytes_, e.name_bytes, kMaxModelNameBytes, "bytes of names"},
+    };
+    for (const auto& c : checks) {
+      if (SatAdd(c.have, c.adding) <= c.limit) continue;
+      std::vector<std::string> repeats;
+      for (const json::Value* r : e.chain) {
+        const json::Value* name = r->Find("name");
+        repeats.push_back(absl::StrFormat(
+            "\"%s\" repeat %d", name != nullptr ? name->text : std::string("?"), RepeatOf(*r)));
+      }
+      const json::Value& at = *entry.Find("repeat");
+      return ErrorAt(at.pos, absl::StrFormat("%s = %s %s, over the limit of %d %s",
+                                             absl::StrJoin(repeats, " x "),
+                                             c.adding == UINT64_MAX
+                                                 ? std::string("more than 1.8e19")
+                                                 : absl::StrFormat("%.3g", double(c.adding)),
+                                             c.what, c.limit, c.what));
     }
     return absl::OkStatus();
   }
@@ -128,6 +224,9 @@ class Loader {
       ASSIGN_OR_RETURN(ParamShape shape, Param(p, module));
       module.params.push_back(std::move(shape));
     }
+    params_ += module.params.size();
+    name_bytes_ += full.size();
+    for (const ParamShape& p : module.params) name_bytes_ += full.size() + 1 + p.name.size();
     model_.modules.push_back(std::move(module));
     return absl::OkStatus();
   }
@@ -181,6 +280,7 @@ class Loader {
 
   const std::string file_;
   ModelSpec model_;
+  uint64_t params_ = 0, name_bytes_ = 0;  // of the modules expanded so far
   absl::flat_hash_map<std::string, int> index_;
 };
 
@@ -199,6 +299,15 @@ absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path) {
   if (!in) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: cannot read the model file: %s", path, std::strerror(errno)));
+  }
+  // A description so large is a mistake, and would be held whole in memory.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > static_cast<std::streamoff>(kMaxModelFileBytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: the model file has %d bytes, over the limit of %d bytes", path,
+                        static_cast<int64_t>(size), kMaxModelFileBytes));
   }
   std::ostringstream text;
   text << in.rdbuf();

@@ -19,6 +19,7 @@
 // says FILE:LINE:COL of the value at fault.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,18 @@
 #include "bench/footprint/model.h"
 
 namespace zero::footprint {
+
+// What a model file may expand to. A repeated entry that would take the
+// model past one is refused before it is expanded, with one line that names
+// the limit and the nested repeats that multiply, e.g.
+//   m.json:3:17: "layers" repeat 1000000 x "experts" repeat 1000000 = 1e+12
+//   modules, over the limit of 2000000 modules
+// (modules: stage-3 fetch units; parameters: tensors; bytes of names: the
+// expanded "module" and "module.param" names, which the engine keeps).
+inline constexpr uint64_t kMaxModelModules = 2'000'000;
+inline constexpr uint64_t kMaxModelParams = 8'000'000;
+inline constexpr uint64_t kMaxModelNameBytes = uint64_t{512} << 20;
+inline constexpr uint64_t kMaxModelFileBytes = uint64_t{64} << 20;  // LoadModelFile
 
 // `file` names the source in errors (and is the default model name).
 absl::StatusOr<ModelSpec> ModelFromJson(std::string_view text, const std::string& file);

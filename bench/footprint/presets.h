@@ -17,6 +17,10 @@
 //       SwiGLU MLP, no biases, untied output head; 70B uses grouped-query
 //       attention with 8 KV heads): 6,738,415,616 / 13,015,864,320 /
 //       68,976,648,192 parameters.
+//   deepseek-v3  DeepSeek-V3's mixture of experts (61 layers, 256 routed +
+//       1 shared expert in 58 of them, MLA attention; no multi-token
+//       prediction module): 671,026,419,200 parameters in 44,843 modules
+//       (one per expert projection).
 #pragma once
 
 #include <optional>

@@ -94,6 +94,20 @@ TEST(CliTest, ModelFileRuns) {
   EXPECT_THAT(r.out, HasSubstr("toy "));
 }
 
+// A model whose repeats multiply past a limit: one line, exit 2, at once
+// (it used to be expanded until the process died of std::bad_alloc).
+TEST(CliTest, NestedRepeatsPastTheLimitExitTwo) {
+  const std::string path = WriteModel("huge.json", R"({"modules": [
+  {"name": "layers", "repeat": 1000000, "modules": [
+    {"name": "experts", "repeat": 1000000, "params": [{"name": "w", "shape": [16]}]}]}]})");
+  Result r = Footprint({"--model=" + path, "--ranks=64", "--stage=3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + path +
+                       ":2:32: \"layers\" repeat 1000000 x \"experts\" repeat 1000000 = 1e+12 "
+                       "modules, over the limit of 2000000 modules\n");
+  EXPECT_EQ(r.out, "");
+}
+
 struct BadArgs {
   std::vector<std::string> args;
   std::string message;  // the whole line on stderr
@@ -113,8 +127,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadArgs{{"--model=gpt3"},
                 "--model: unknown preset 'gpt3' (presets: gpt2-small, gpt2-medium, gpt2-large, "
-                "gpt2-xl, zero-1.5b, zero-7.5b, zero-100b, llama2-7b, llama2-13b, llama2-70b; or "
-                "a file ending in .json)"},
+                "gpt2-xl, zero-1.5b, zero-7.5b, zero-100b, llama2-7b, llama2-13b, llama2-70b, "
+                "deepseek-v3; or a file ending in .json)"},
         BadArgs{{"--ranks=0"}, "--ranks: '0' is not a number of ranks from 1 to 16777216"},
         BadArgs{{"--ranks=8,,64"}, "--ranks: empty item in the list '8,,64'"},
         BadArgs{{"--stage=4"}, "--stage: '4' is not 0, 1, 2 or 3"},

@@ -86,5 +86,17 @@ TEST(MeasuredTest, SeventyBillionOnAThousandRanksIsQuick) {
   EXPECT_TRUE(row.fits());
 }
 
+// A mixture of experts in 44,843 small modules runs at stage 3 on 1024
+// ranks (the prefetch plan costs O(1) per fetch): its states are 16Ψ/N and
+// the traffic the ring model's 3Ψ, as for a dense model.
+TEST(MeasuredTest, DeepSeekV3OnAThousandRanks) {
+  const ModelSpec model = *Preset("deepseek-v3");
+  const Row row = Measure(model, 1024, 3, OptimizerKind::kAdam);
+  EXPECT_EQ(row.measured.units, 44'843);
+  EXPECT_NEAR(row.states() / (16.0 * row.psi / 1024), 1.0, 1e-3);
+  EXPECT_NEAR(row.measured.sent_per_step.elements_sent / double(row.psi), 3.0 * 1023 / 1024,
+              0.01);
+}
+
 }  // namespace
 }  // namespace zero::footprint

@@ -5,6 +5,7 @@
 
 #include "bench/footprint/model_json.h"
 #include "bench/footprint/presets.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {
@@ -44,6 +45,20 @@ TEST(PresetTest, ZeroPaperModelsAreTheirNominalSize) {
   EXPECT_LT(Preset("zero-7.5b")->numel(), 7'501'000'000u);
 }
 
+// DeepSeek-V3 is published as 671B parameters without its multi-token
+// prediction module; the MLA shapes give 671,026,419,200 (within 0.01%).
+TEST(PresetTest, DeepSeekV3IsItsPublishedSizeInSmallModules) {
+  const ModelSpec moe = *Preset("deepseek-v3");
+  EXPECT_EQ(moe.numel(), 671'026'419'200u);
+  EXPECT_NEAR(moe.numel() / 671e9, 1.0, 1e-4);
+  // embedding, norm, head; 61 attention sub-layers; 3 dense MLPs; in each of
+  // 58 MoE layers a router and (256 + 1) experts of 3 projections.
+  EXPECT_EQ(moe.modules.size(), 3u + 61 + 3 + 58 * (1 + 257 * 3));
+  EXPECT_EQ(moe.modules.back().name, "lm_head");
+  EXPECT_EQ(moe.largest_module_numel(), 129280u * 7168);  // the embedding and the head
+  EXPECT_TRUE(Validate(moe).ok());
+}
+
 TEST(PresetTest, GptTiesItsHeadToTheEmbeddingAndLlamaDoesNot) {
   const ModelSpec gpt = *Preset("gpt2-small");
   const std::vector<int> order = gpt.ForwardOrder();
@@ -65,7 +80,7 @@ TEST(PresetTest, GptTiesItsHeadToTheEmbeddingAndLlamaDoesNot) {
 
 TEST(PresetTest, UnknownNameIsNullopt) {
   EXPECT_FALSE(Preset("gpt3").has_value());
-  EXPECT_EQ(PresetNames().size(), 10u);
+  EXPECT_EQ(PresetNames().size(), 11u);
 }
 
 constexpr char kGood[] = R"({
@@ -103,6 +118,45 @@ TEST(ModelJsonTest, DefaultsToTheFileNameAndModuleOrder) {
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->name, "x.json");
   EXPECT_EQ(model->ForwardOrder(), std::vector<int>{0});
+}
+
+// Repeats multiply; what they would expand to is refused before anything
+// is expanded (the 1e12-module case once ran out of memory), in one line
+// naming the limit and the repeats.
+TEST(ModelJsonTest, NestedRepeatsPastTheModuleLimitAreRefused) {
+  absl::StatusOr<ModelSpec> model = ModelFromJson(
+      R"({"modules": [{"name": "layers", "repeat": 1000000, "modules": [)"
+      R"({"name": "experts", "repeat": 1000000, "params": [{"name": "w", "shape": [16]}]}]}]})",
+      "m.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(model.status()));
+  EXPECT_EQ(model.status().message(),
+            "m.json:1:43: \"layers\" repeat 1000000 x \"experts\" repeat 1000000 = 1e+12 "
+            "modules, over the limit of 2000000 modules");
+}
+
+TEST(ModelJsonTest, RepeatsPastTheParameterAndNameLimitsAreRefused) {
+  const std::string ten_params =
+      R"({"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}, {"name": "c", "shape": [1]},)"
+      R"({"name": "d", "shape": [1]}, {"name": "e", "shape": [1]}, {"name": "f", "shape": [1]},)"
+      R"({"name": "g", "shape": [1]}, {"name": "h", "shape": [1]}, {"name": "i", "shape": [1]},)"
+      R"({"name": "j", "shape": [1]})";
+  absl::StatusOr<ModelSpec> model = ModelFromJson(
+      R"({"modules": [{"name": "m", "repeat": 1000000, "params": [)" + ten_params + "]}]}",
+      "p.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "p.json:1:38: \"m\" repeat 1000000 = 1e+07 parameters, over the limit of 8000000 "
+            "parameters");
+  const std::string long_name(600, 'x');
+  model = ModelFromJson(R"({"modules": [{"name": "g", "repeat": 1000, "modules": [{"name": ")" +
+                            long_name + R"(", "repeat": 1000, "params": [{"name": "w", "shape": [1]}]}]}]})",
+                        "n.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()),
+              ::testing::MatchesRegex("n\\.json:1:38: \"g\" repeat 1000 x \"x+\" repeat 1000 = "
+                                      "1\\.2.e\\+09 bytes of names, over the limit of 536870912 "
+                                      "bytes of names"));
 }
 
 struct BadModel {

@@ -25,6 +25,7 @@ class MetaModel {
 struct Measured {
   size_t params, grads, optimizer;
   double sent;  // elements per rank per step
+  double first_sent;  // elements in the first step, before any prefetch plan
   Layout layout;
   size_t peak_live = 0;      // gathered elements (stage 3)
   size_t peak_gathered = 0;  // bytes, from the pool's statistics
@@ -68,6 +69,7 @@ Measured Measure(int stage, int world, size_t max_live = 1'000'000'000,
   config.max_live_elements = max_live;
   config.param_dtype = dtype;
   std::vector<size_t> peak(world);
+  size_t first_sent = 0;
   std::vector<std::unique_ptr<Engine>> engines(world);
   std::vector<std::thread> threads;
   std::vector<absl::Status> status(world);
@@ -77,6 +79,7 @@ Measured Measure(int stage, int world, size_t max_live = 1'000'000'000,
                                    devices.get(), r);
       if (!engine.ok()) { status[r] = engine.status(); return; }
       absl::StatusOr<size_t> live = OneStep(**engine, dtype);
+      if (r == 0) first_sent = (*engine)->stats().comm.Total().elements_sent;
       if (live.ok()) live = OneStep(**engine, dtype);  // the second step prefetches
       status[r] = live.status();
       peak[r] = live.value_or(0);
@@ -88,7 +91,8 @@ Measured Measure(int stage, int world, size_t max_live = 1'000'000'000,
   const EngineStats s = engines[0]->stats();
   return Measured{s.pool.tag(Tag::kParameters).current, s.pool.tag(Tag::kGradients).current,
                   s.pool.tag(Tag::kOptimizerState).current,
-                  static_cast<double>(s.comm.Total().elements_sent) / 2, engines[0]->layout(),
+                  static_cast<double>(s.comm.Total().elements_sent) / 2,
+                  static_cast<double>(first_sent), engines[0]->layout(),
                   peak[0], s.pool.tag(Tag::kGathered).peak};
 }
 
@@ -147,16 +151,27 @@ TEST_P(ModelStates, MixedPrecisionMatchesThePaperUpToPadding) {
 }
 
 // Ring traffic: all-reduce, or reduce-scatter + all-gather, 2(N-1)/N Ψ;
-// stage 3 gathers once more (forward and backward): 3(N-1)/N Ψ.
+// stage 3 gathers once more (forward and backward): 3(N-1)/N Ψ. Once the
+// order is recorded, a unit the prefetch window finds still gathered for
+// its next use stays (DeepSpeed's behaviour): with a window of 1e6
+// elements, head's backward use (right after its forward one) and proj's
+// are reached while they are gathered, so the second step gathers them
+// once instead of twice.
 TEST_P(ModelStates, SendAboutTwoPsiPerStepThreeAtStageThree) {
   const auto [stage, world] = GetParam();
   const Measured m = Measure(stage, world);
   const double factor = stage == 3 ? 3.0 : 2.0;
-  const double expected = factor * (world - 1) / world * m.layout.padded_numel();
-  EXPECT_DOUBLE_EQ(m.sent, expected);
+  const double ring = (world - 1.0) / world;
+  const double expected = factor * ring * m.layout.padded_numel();
+  EXPECT_DOUBLE_EQ(m.first_sent, expected);
   if (world == 8) {
-    EXPECT_NEAR(m.sent / MetaModel::kPsi, factor * 7 / 8, 0.01);
+    EXPECT_NEAR(m.first_sent / MetaModel::kPsi, factor * 7 / 8, 0.01);
   }
+  double kept = 0;  // elements gathered once less in the second step
+  if (stage == 3) {
+    for (const Unit& u : m.layout.units()) kept += u.module == 0 ? 0 : ring * u.padded;
+  }
+  EXPECT_DOUBLE_EQ(m.sent, expected - kept / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ModelStates,
