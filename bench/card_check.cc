@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/units.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

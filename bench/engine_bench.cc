@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
-#include "memory/status_macros.h"
 #include "optimizers/adam.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/engine.h"

@@ -16,7 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "memory/json.h"
+#include "base/json.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(int, mb, 50, "size of the generated document, in MB (1e6 bytes)");

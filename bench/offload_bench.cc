@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
+#include "base/units.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 #include "offload/host_pool.h"
 #include "offload/pager.h"
 

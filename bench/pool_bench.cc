@@ -12,11 +12,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "base/units.h"
 #include "bench/ratio_reporter.h"
 #include "bench/trace.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "base/units.h"
 #include "bench/trace.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 ABSL_FLAG(int, layers, 12, "transformer blocks");
 ABSL_FLAG(int, hidden, 768, "hidden size");

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
-#include "memory/status_macros.h"
 #include "optimizers/sgd.h"
 #include "zero/comm/meta_communicator.h"
 #include "zero/engine.h"

@@ -6,7 +6,7 @@
 // only the benchmark uses it.
 #pragma once
 
-#include "optimizers/host_device.h"
+#include "base/host_device.h"
 
 namespace zero {
 

@@ -1,7 +1,7 @@
 #include "bench/trace.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 
 namespace zero {
 namespace {

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
-#include "memory/units.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 
 namespace zero {
 

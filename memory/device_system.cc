@@ -7,10 +7,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 #include "memory/cuda/cuda_backend.h"
 #include "memory/simulated_backend.h"
-#include "memory/status_macros.h"
-#include "memory/units.h"
 
 ABSL_FLAG(std::string, zero_devices, "",
           "Devices to run on: auto, cuda, host:NxSIZE or meta:NxSIZE (e.g. host:8x16GiB). "

@@ -1,7 +1,7 @@
 #include "memory/limiting_adaptor.h"
 
 #include "absl/strings/str_format.h"
-#include "memory/units.h"
+#include "base/units.h"
 
 namespace zero {
 

@@ -4,8 +4,8 @@
 #include <iterator>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
-#include "memory/units.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 
 namespace zero {
 DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, PoolOptions options)

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/units.h"
 #include "memory/host_stream.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

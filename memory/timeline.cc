@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
-#include "memory/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace zero {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "memory/units.h"
+#include "base/units.h"
 
 namespace zero {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "memory/units.h"
+#include "base/units.h"
 
 namespace zero {
 namespace {

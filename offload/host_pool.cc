@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "offload/cuda/cuda_arena_source.h"
 
 namespace zero {

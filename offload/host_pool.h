@@ -22,9 +22,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/units.h"
 #include "memory/caching_pool.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 #include "offload/arena_source.h"
 
 namespace zero {

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
-#include "memory/units.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 
 namespace zero {
 namespace {

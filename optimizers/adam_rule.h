@@ -5,7 +5,7 @@
 // single-tensor Adam (torch/optim/adam.py, foreach=False), unfused.
 #pragma once
 
-#include "optimizers/host_device.h"
+#include "base/host_device.h"
 
 namespace zero {
 

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "optimizers/dtype.h"
-#include "optimizers/host_device.h"
+#include "base/dtype.h"
+#include "base/host_device.h"
 
 namespace zero {
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 
 namespace zero {
 

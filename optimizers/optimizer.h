@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 
 namespace zero {
 

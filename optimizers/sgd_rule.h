@@ -3,7 +3,7 @@
 // single-tensor SGD (torch/optim/sgd.py, foreach=False). See adam_rule.h.
 #pragma once
 
-#include "optimizers/host_device.h"
+#include "base/host_device.h"
 
 namespace zero {
 

@@ -4,7 +4,7 @@
 // all ranks and all stages get the same norm to the last bit.
 #include <cmath>
 
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/engine.h"
 #include "zero/precision.h"
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 #include "optimizers/loss_scaler.h"
 
 namespace zero {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/placement.h"
 #include "zero/precision.h"
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/fingerprint.h"
 #include "memory/device_system.h"
 #include "memory/statistics_adaptor.h"
 #include "offload/host_pool.h"
@@ -41,7 +42,6 @@
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
-#include "zero/fingerprint.h"
 #include "zero/layout.h"
 #include "zero/serial_worker.h"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/engine.h"
 
 namespace zero {

@@ -1,7 +1,7 @@
 // Checkpoint support: what a rank owns, and rebuilding everything derived
 // from it after a checkpoint overwrote it.
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/engine.h"
 #include "zero/precision.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/engine.h"
 
 namespace zero {

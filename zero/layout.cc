@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "memory/units.h"
-#include "zero/fingerprint.h"
+#include "base/fingerprint.h"
+#include "base/units.h"
 
 namespace zero {
 

@@ -13,8 +13,8 @@
 #include <array>
 #include <cstddef>
 
+#include "base/dtype.h"
 #include "memory/tag.h"
-#include "optimizers/dtype.h"
 #include "zero/config.h"
 
 namespace zero {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 
 namespace zero {
 

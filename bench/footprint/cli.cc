@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/atomic_file.h"
 #include "bench/footprint/experiment.h"
 #include "bench/footprint/model_json.h"
 #include "bench/footprint/options.h"
@@ -16,7 +17,6 @@
 #include "bench/footprint/progress.h"
 #include "bench/footprint/report.h"
 #include "bench/footprint/row.h"
-#include "memory/atomic_file.h"
 #include "zero/config.h"
 
 namespace zero::footprint {

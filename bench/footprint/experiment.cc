@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "memory/device_system.h"
-#include "memory/status_macros.h"
 #include "optimizers/adam.h"
 #include "optimizers/sgd.h"
 #include "zero/comm/meta_communicator.h"

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "memory/json.h"
-#include "memory/status_macros.h"
+#include "base/json.h"
+#include "base/status_macros.h"
 
 namespace zero::footprint {
 namespace {

@@ -16,9 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/units.h"
 #include "bench/footprint/names.h"
 #include "bench/footprint/presets.h"
-#include "memory/units.h"
 
 // Flag value types. Abseil hands AbslParseFlag the text after '='; the error
 // it sets is "what is wrong", which ParseOptions prefixes with "--NAME: ".
@@ -85,7 +85,7 @@ std::string AbslUnparseFlag(Count<kMax> count) {
   return absl::StrCat(count.value);
 }
 
-// "80GB", "80GiB", "4096": a non-zero number of bytes (memory/units.h).
+// "80GB", "80GiB", "4096": a non-zero number of bytes (base/units.h).
 struct ByteSize {
   size_t bytes = 0;
 };

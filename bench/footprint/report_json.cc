@@ -1,9 +1,9 @@
 // JSON: {"gb": 1e9, "steps": 2, "note": ..., "runs": [{field: value, ...}]}.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/json.h"
 #include "bench/footprint/report.h"
 #include "bench/footprint/report_fields.h"
-#include "memory/json.h"
 
 namespace zero::footprint {
 

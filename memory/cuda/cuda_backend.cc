@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "memory/cuda/cuda_stream.h"
 #include "memory/cuda/driver_api.h"
-#include "memory/status_macros.h"
 
 namespace zero {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <utility>
 
+#include "base/status_macros.h"
 #include "memory/cuda/driver_api.h"
-#include "memory/status_macros.h"
 
 namespace zero::cuda {
 

@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "memory/atomic_file.h"
-#include "memory/json.h"
+#include "base/atomic_file.h"
+#include "base/json.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 #include "memory/pool_stats.h"
-#include "memory/status_macros.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 #include "memory/interop/external_allocator.h"
-#include "memory/json.h"
 
 namespace zero {
 namespace {

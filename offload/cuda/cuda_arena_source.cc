@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_format.h"
+#include "base/units.h"
 #include "memory/cuda/driver_api.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

@@ -7,8 +7,8 @@
 
 #include <cstddef>
 
-#include "optimizers/dtype.h"
-#include "optimizers/host_device.h"
+#include "base/dtype.h"
+#include "base/host_device.h"
 
 namespace zero::cpu::avx512 {
 

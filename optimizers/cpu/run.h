@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
+#include "base/dtype.h"
 #include "optimizers/adam_rule.h"
-#include "optimizers/dtype.h"
 #include "optimizers/optimizer.h"
 #include "optimizers/sgd_rule.h"
 

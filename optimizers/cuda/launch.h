@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "base/dtype.h"
 #include "optimizers/adam_rule.h"
-#include "optimizers/dtype.h"
 #include "optimizers/optimizer.h"
 #include "optimizers/sgd_rule.h"
 

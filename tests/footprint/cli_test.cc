@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "memory/json.h"
 
 namespace zero::footprint {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
+#include "base/units.h"
 #include "gtest/gtest.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

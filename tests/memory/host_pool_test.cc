@@ -5,9 +5,9 @@
 #include <vector>
 
 #include <latch>
+#include "base/units.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

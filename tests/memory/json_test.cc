@@ -1,6 +1,6 @@
 // The strict JSON reader: values, positions, one message per mistake, and
 // the typed accessors that name the value and where it stands.
-#include "memory/json.h"
+#include "base/json.h"
 
 #include <string>
 #include <string_view>

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include <mutex>
+#include "base/units.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

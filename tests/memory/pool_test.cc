@@ -4,10 +4,10 @@
 #include <cstring>
 #include <string>
 
+#include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

@@ -3,13 +3,13 @@
 // arenas) and each adaptor stacked over the device pool.
 #include <sstream>
 
+#include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
 #include "memory/limiting_adaptor.h"
 #include "memory/logging_adaptor.h"
 #include "memory/statistics_adaptor.h"
-#include "memory/units.h"
 #include "offload/host_pool.h"
 
 namespace zero {

@@ -1,4 +1,4 @@
-#include "memory/units.h"
+#include "base/units.h"
 
 #include "gtest/gtest.h"
 

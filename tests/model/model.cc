@@ -1,7 +1,7 @@
 // The model-independent helpers declared in model.h.
 #include "tests/model/model.h"
 
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/model/network.h"
 
 namespace zero::testing_model {

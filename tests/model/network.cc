@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 
 namespace zero::testing_model::internal {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/model/kernels.h"
 #include "tests/model/model.h"
 #include "tests/model/network.h"

@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

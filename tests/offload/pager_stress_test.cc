@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 #include "offload/pager.h"
 
 namespace zero {

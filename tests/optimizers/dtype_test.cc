@@ -1,4 +1,4 @@
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 
 #include <cmath>
 #include <cstdint>

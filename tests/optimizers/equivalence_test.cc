@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "gtest/gtest.h"
 #include "optimizers/cpu/isa.h"
-#include "optimizers/dtype.h"
 #include "optimizers/parallel.h"
 #include "tests/optimizers/reference.h"
 #include "tests/optimizers/test_util.h"

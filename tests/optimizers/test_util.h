@@ -13,9 +13,9 @@
 #include <variant>
 #include <vector>
 
+#include "base/dtype.h"
 #include "gtest/gtest.h"
 #include "optimizers/adam.h"
-#include "optimizers/dtype.h"
 #include "optimizers/optimizer.h"
 #include "optimizers/sgd.h"
 

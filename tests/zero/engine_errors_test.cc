@@ -3,11 +3,11 @@
 #include <string>
 #include <thread>
 
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "optimizers/adam.h"
 #include "zero/comm/local_communicator.h"
-#include "memory/status_macros.h"
 #include "zero/engine.h"
 
 namespace zero {

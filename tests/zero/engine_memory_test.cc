@@ -4,8 +4,8 @@
 #include <string>
 #include <thread>
 
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
-#include "memory/status_macros.h"
 #include "optimizers/adam.h"
 #include "tests/zero/training.h"
 #include "zero/comm/local_communicator.h"

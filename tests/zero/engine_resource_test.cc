@@ -5,11 +5,11 @@
 #include <span>
 #include <vector>
 
+#include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/limiting_adaptor.h"
 #include "memory/statistics_adaptor.h"
-#include "memory/units.h"
 #include "offload/host_pool.h"
 #include "offload/pager.h"
 #include "optimizers/adam.h"

@@ -10,9 +10,9 @@
 #include <tuple>
 #include <vector>
 
+#include "base/dtype.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
-#include "memory/status_macros.h"
-#include "optimizers/dtype.h"
 #include "optimizers/loss_scaler.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
@@ -60,7 +60,7 @@ RankResult TrainAllStagesAlike(const Model& model, TrainingRun run) {
 // once; micro-batches accumulate in order, rounded after each add; fp16
 // skips a step whose gradients are not finite (and the scale backs off);
 // fp32 master weights take the optimizer's step with 1/(ranks x micro-
-// batches x loss scale). Conversions are optimizers/dtype.h's (tested there).
+// batches x loss scale). Conversions are base/dtype.h's (tested there).
 float RoundTo(DType dtype, float x) {
   return dtype == DType::kBF16 ? BF16ToFloat(FloatToBF16(x)) : F16ToFloat(FloatToF16(x));
 }

@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/status_macros.h"
 #include "optimizers/sgd.h"
 #include "zero/comm/communicator.h"
 #include "zero/engine.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <thread>
 
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/precision.h"
 

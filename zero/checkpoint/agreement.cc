@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "memory/status_macros.h"
-#include "memory/units.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 #include "zero/buffer.h"
 
 namespace zero::checkpoint {

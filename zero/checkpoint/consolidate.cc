@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/json.h"
+#include "base/status_macros.h"
 #include "zero/checkpoint/checkpoint_dir.h"
 #include "zero/checkpoint/file_io.h"
-#include "memory/json.h"
 #include "zero/checkpoint/manifest.h"
 #include "zero/checkpoint/verified_reader.h"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "zero/fingerprint.h"
+#include "base/fingerprint.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -1,7 +1,7 @@
 // The file operations checkpoints need, with errors that name the file and
 // the system's reason.
 //
-// WriteFileAtomically (memory/atomic_file.h) takes the whole contents at
+// WriteFileAtomically (base/atomic_file.h) takes the whole contents at
 // once; a data file is a rank's whole slice of the model states, which we
 // never want in host memory at once, so AtomicFileWriter streams the same
 // protocol: a temporary file in the same folder, fsync, rename, then fsync

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/checkpoint_dir.h"
 #include "zero/checkpoint/chunk_plan.h"

@@ -7,11 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "memory/status_macros.h"
+#include "base/fingerprint.h"
+#include "base/json.h"
+#include "base/status_macros.h"
 #include "zero/checkpoint/crc32c.h"
 #include "zero/checkpoint/data_file.h"
-#include "memory/json.h"
-#include "zero/fingerprint.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 #include "optimizers/loss_scaler.h"
 #include "zero/layout.h"
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 
 namespace zero::checkpoint {
 

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/checkpoint/crc32c.h"
 #include "zero/checkpoint/data_file.h"
 

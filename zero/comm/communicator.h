@@ -25,8 +25,8 @@
 #include <mutex>
 
 #include "absl/status/status.h"
+#include "base/dtype.h"
 #include "memory/stream.h"
-#include "optimizers/dtype.h"
 #include "zero/comm/collective.h"
 #include "zero/comm/comm_stats.h"
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "memory/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace zero {
 namespace {

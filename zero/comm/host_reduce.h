@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "absl/types/span.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 #include "zero/comm/collective.h"
 
 namespace zero {

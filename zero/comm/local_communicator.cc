@@ -5,7 +5,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/comm/call_history.h"
 #include "zero/comm/host_reduce.h"
 #include "zero/comm/local_rendezvous.h"

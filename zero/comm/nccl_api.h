@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 #include "zero/comm/collective.h"
 
 namespace zero::nccl {

@@ -9,8 +9,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "memory/cuda/driver_api.h"
-#include "memory/status_macros.h"
 #include "zero/comm/call_history.h"
 #include "zero/comm/nccl_api.h"
 #include "zero/comm/nccl_sequence_check.h"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "memory/cuda/driver_api.h"
-#include "memory/status_macros.h"
 
 namespace zero::nccl {
 

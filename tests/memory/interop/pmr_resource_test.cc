@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "base/units.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
 #include "memory/interop/bad_alloc.h"
-#include "memory/units.h"
 
 namespace zero {
 namespace {

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/units.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/units.h"
 
 static_assert(THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CPP, "see BUILD");
 

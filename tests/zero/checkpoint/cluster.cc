@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "memory/status_macros.h"
+#include "base/status_macros.h"
 #include "zero/checkpoint/chunk_plan.h"
 #include "zero/comm/local_communicator.h"
 

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/data_file.h"
-#include "memory/json.h"
 
 namespace zero::testing_model {
 namespace {

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "zero/checkpoint/chunk_plan.h"
 #include "zero/checkpoint/crc32c.h"
 #include "zero/checkpoint/data_file.h"
-#include "memory/json.h"
 #include "zero/checkpoint/manifest.h"
 
 namespace zero::checkpoint {

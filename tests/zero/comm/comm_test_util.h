@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "optimizers/dtype.h"
+#include "base/dtype.h"
 #include "zero/comm/collective.h"
 #include "zero/comm/communicator.h"
 

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <string>
 
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "memory/status_macros.h"
 #include "tests/zero/comm/comm_test_util.h"
 #include "zero/comm/local_communicator.h"
 

@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "memory/status_macros.h"
 #include "tests/zero/comm/comm_test_util.h"
 #include "zero/comm/local_communicator.h"
 

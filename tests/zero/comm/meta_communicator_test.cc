@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "memory/status_macros.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/comm/meta_communicator.h"
 

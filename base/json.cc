@@ -1,4 +1,4 @@
-#include "memory/json.h"
+#include "base/json.h"
 
 #include <cerrno>
 #include <cmath>

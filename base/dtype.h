@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "optimizers/host_device.h"
+#include "base/host_device.h"
 
 namespace zero {
 
