@@ -184,6 +184,22 @@ void ExpectMatchesReference(const Model& model, TrainingRun run) {
 
 using Case = std::tuple<DType, int>;  // model dtype, ranks
 
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(Name(std::get<0>(info.param))) + "_" +
+         std::to_string(std::get<1>(info.param)) + "ranks";
+}
+
+// fp16 on 4 ranks where rank 2's gradient of parameter 1 overflows in step 3;
+// with hysteresis 1 the scale halves at once.
+TrainingRun OverflowRun() {
+  TrainingRun run = MixedRun(DType::kF16, 4);
+  run.config.loss_scaler.hysteresis = 1;
+  run.edit_grad = [](int rank, int step, int param, std::span<float> grad) {
+    if (rank == 2 && step == 3 && param == 1) grad[0] = INFINITY;
+  };
+  return run;
+}
+
 class MixedPrecisionReference : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MixedPrecisionReference, EngineEqualsTheRoundingPointsAppliedByHand) {
@@ -195,20 +211,13 @@ TEST_P(MixedPrecisionReference, EngineEqualsTheRoundingPointsAppliedByHand) {
 INSTANTIATE_TEST_SUITE_P(Engine, MixedPrecisionReference,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(1, 4)),
-                         [](const auto& info) {
-                           return std::string(Name(std::get<0>(info.param))) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "ranks";
-                         });
+                         CaseName);
 
 // The skip and the back-off of an overflowing fp16 step, against the same
 // reference.
 TEST(LossScaling, AnOverflowMatchesTheReference) {
   std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
-  TrainingRun run = MixedRun(DType::kF16, 4);
-  run.config.loss_scaler.hysteresis = 1;
-  run.edit_grad = [](int rank, int step, int param, std::span<float> grad) {
-    if (rank == 2 && step == 3 && param == 1) grad[0] = INFINITY;
-  };
+  const TrainingRun run = OverflowRun();
   ExpectMatchesReference(*model, run);
 }
 
@@ -235,20 +244,13 @@ TEST_P(MixedPrecision, EveryStageIsBitIdenticalAndTracksFp32) {
 INSTANTIATE_TEST_SUITE_P(Engine, MixedPrecision,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(1, 4, 8)),
-                         [](const auto& info) {
-                           return std::string(Name(std::get<0>(info.param))) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "ranks";
-                         });
+                         CaseName);
 
 // One rank's gradient overflows in one step: every rank skips that step at
 // every stage alike, and with hysteresis 1 the scale halves.
 TEST(LossScaling, AnOverflowOnOneRankSkipsTheStepOnAll) {
   std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
-  TrainingRun run = MixedRun(DType::kF16, 4);
-  run.config.loss_scaler.hysteresis = 1;
-  run.edit_grad = [](int rank, int step, int param, std::span<float> grad) {
-    if (rank == 2 && step == 3 && param == 1) grad[0] = INFINITY;
-  };
+  const TrainingRun run = OverflowRun();
   const RankResult r = TrainAllStagesAlike(*model, run);
   if (::testing::Test::HasFailure()) return;
   EXPECT_EQ(r.stats.skipped_steps, 1);
