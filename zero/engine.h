@@ -42,6 +42,7 @@
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
+#include "zero/fetch_plan.h"
 #include "zero/layout.h"
 #include "zero/serial_worker.h"
 
@@ -198,10 +199,6 @@ class Engine {
   absl::Status InitModules();  // module -> units; stage 3: persistent units
   absl::Status GatherUnit(int unit);
   absl::Status Prefetch();
-  void AdvanceFront();  // drops the entries of fetched positions from the window
-  bool ReusedSoon(int module);
-  void BuildPlan();     // order_ -> plan_, uses_ (once, after the first step)
-  void ResetCursor();   // each step starts at the front of the plan
   absl::Status FinishStepStage3();
   absl::Status RefreshGathered();  // stale gathered copies go, persistent ones are renewed
   char* param_data(int unit);  // where a unit's whole values are, or null
@@ -267,31 +264,8 @@ class Engine {
   std::vector<std::vector<int>> module_units_;  // module -> its units
   std::vector<int> fetch_count_;                // per module: Fetch minus Release
   std::vector<int> trace_;                      // modules fetched this step, in order
-  std::vector<int> order_;                      // the first step's trace
   size_t live_elements_ = 0;
-  // The prefetch plan: the non-persistent units of order_[0], order_[1], ...
-  // as one sequence of entries, each with its position in order_.
-  // plan_begin_[i] is the first entry of position i (size order_ + 1).
-  // Prefetch walks it with a cursor that only moves forward in a step, so
-  // a step costs O(entries) however many modules there are.
-  struct PlanEntry {
-    int unit;
-    int position;
-  };
-  std::vector<PlanEntry> plan_;
-  std::vector<size_t> plan_begin_;
-  size_t front_ = 0;   // first entry after the position fetched last
-  size_t ahead_ = 0;   // next entry the prefetch decides on (>= front_)
-  size_t window_ = 0;  // padded elements of the entries in [front_, ahead_)
-  // Per unit: the latest position the cursor passed it for (-1: none this
-  // step). Release keeps a unit claimed for a position still ahead, so a
-  // unit the cursor found gathered is not freed and then fetched in line.
-  std::vector<int> claimed_for_;
-  // Per module, its positions in order_ (CSR: uses_[use_begin_[m] ..
-  // use_begin_[m + 1])) and, this step, the first that is not behind.
-  std::vector<int> uses_;
-  std::vector<int> use_begin_;
-  std::vector<int> next_use_;
+  FetchPlan plan_;  // from the first step's trace, once every rank agrees on it
 
   // Offload: CPU steps overlapping backward. Last, so it stops first.
   std::unique_ptr<SerialWorker> worker_;
