@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
 #include "optimizers/sgd.h"
@@ -119,15 +120,7 @@ class CpuReporter : public benchmark::ConsoleReporter {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  bool report_only = false;
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--report_only") == 0) {
-      report_only = true;
-    } else {
-      args.push_back(argv[i]);
-    }
-  }
+  zero::Goals goals(&argc, argv);
   for (int persistent : {1, 0}) {
     for (int64_t n : zero::kSizes) {
       benchmark::RegisterBenchmark(zero::RunName(n, persistent).c_str(), zero::BM_Stage3Step)
@@ -136,11 +129,9 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
     }
   }
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
+  benchmark::Initialize(&argc, argv);
   zero::CpuReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  bool linear = true;
   std::printf("\nstage-3 step CPU time per module (64 ranks, meta device, 16 parameters each):\n");
   for (int persistent : {1, 0}) {
     const char* shape = persistent ? "persistent" : "on demand";
@@ -155,12 +146,9 @@ int main(int argc, char** argv) {
     }
     if (lo > 0) {
       std::printf("  %s: max/min per module = %.2f (goal <= 2)\n", shape, hi / lo);
-      linear = linear && hi / lo <= 2.0;
+      goals.Check(hi / lo <= 2.0, std::string(shape) +
+                                      ": stage-3 cost per module is not linear in module count");
     }
   }
-  if (!linear && !report_only) {
-    std::printf("stage-3 cost per module is not linear in the module count\n");
-    return 1;
-  }
-  return 0;
+  return goals.ExitCode();
 }
