@@ -6,32 +6,32 @@
 
 #include "base/status_macros.h"
 #include "zero/engine.h"
+#include "zero/internal/model_states.h"
+#include "zero/internal/rank_context.h"
 #include "zero/precision.h"
 
 namespace zero {
 
 absl::StatusOr<double> Engine::GlobalGradNorm(float grad_scale) {
-  const int n = layout_.world_size();
-  if (!has_bytes()) return 0.0;
-  if (devices_->kind() == DeviceKind::kCuda) {
+  const RankContext& ctx = *ctx_;
+  const int n = ctx.layout.world_size();
+  if (!ctx.has_bytes) return 0.0;
+  if (ctx.on_card()) {
     return absl::UnimplementedError(
         "gradient clipping and loss scaling on cards are not implemented yet");
   }
-  RETURN_IF_ERROR(stream_->Synchronize());
+  RETURN_IF_ERROR(ctx.stream->Synchronize());
   double mine = 0;
-  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
-    const Unit& unit = layout_.units()[u];
-    // Stage 0 holds the whole gradient; its piece r is what others own.
-    const char* g = config_.stage == 0 ? At(grads_, owned_offset(u)) : OwnedGrad(u);
-    mine += SumOfSquares(g, dtype_, unit.shard);
+  for (int u = 0; u < ctx.unit_count(); ++u) {
+    mine += SumOfSquares(states_->OwnedGradPiece(u), ctx.dtype, ctx.unit(u).shard);
   }
-  ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(pool_, n * sizeof(double), Tag::kCommunication,
-                                                stream_));
-  double* slot = all.data<double>() + rank_;
+  ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(ctx.pool, n * sizeof(double),
+                                                Tag::kCommunication, ctx.stream));
+  double* slot = all.data<double>() + ctx.rank;
   *slot = mine;
   // Two fp32 lanes per double: all-gather moves bytes, it never adds.
-  RETURN_IF_ERROR(comm_->AllGather(slot, all.data(), 2, DType::kF32, stream_));
-  RETURN_IF_ERROR(stream_->Synchronize());
+  RETURN_IF_ERROR(ctx.comm->AllGather(slot, all.data(), 2, DType::kF32, ctx.stream));
+  RETURN_IF_ERROR(ctx.stream->Synchronize());
   double total = 0;
   for (int r = 0; r < n; ++r) total += all.data<double>()[r];
   return std::sqrt(total) * grad_scale;

@@ -1,11 +1,21 @@
+// The engine coordinates three parts over one RankContext: ModelStates (the
+// buffers PlaceStates puts on device or host), the GradientReducer (backward's
+// side) and the ParameterGatherer (stage 3's fetches). What remains here is
+// the public surface, the step (engine_step.cc, clip.cc), offload
+// (engine_offload.cc) and restore (engine_restore.cc).
 #include "zero/engine.h"
 
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "zero/internal/gradient_reducer.h"
+#include "zero/internal/model_states.h"
+#include "zero/internal/parameter_gatherer.h"
+#include "zero/internal/rank_agreement.h"
+#include "zero/internal/rank_context.h"
+#include "zero/internal/serial_worker.h"
 #include "zero/placement.h"
 #include "zero/precision.h"
 
@@ -32,117 +42,89 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     if (comm != nullptr) comm->Abort(layout.status());
     return layout.status();
   }
-  std::unique_ptr<Engine> engine(
-      new Engine(config, *std::move(layout), optimizer, comm, devices, device, memory));
-  const EngineConfig& c = engine->config_;
-  if (c.param_dtype == DType::kF16) {
-    absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaler);
-    if (!scaler.ok()) return engine->Fail(scaler.status());
-    engine->scaler_ = *scaler;
-  }
-  const uint64_t settings[] = {engine->layout_.Fingerprint(), uint64_t(c.stage),
-                               uint64_t(c.gradient_accumulation_steps), c.persistence_threshold,
-                               uint64_t(c.param_dtype)};
-  RETURN_IF_ERROR(engine->CheckAgreement(Fnv1a(settings, sizeof settings),
-                                         "the parameter layout or config"));
-  RETURN_IF_ERROR(engine->AllocateModelStates());
-  RETURN_IF_ERROR(engine->InitModules());
+  const bool mixed = config.param_dtype != DType::kF32;
+  RankContext ctx{.config = config,
+                  .layout = *std::move(layout),
+                  .comm = comm,
+                  .devices = devices,
+                  .pool = memory.device != nullptr ? memory.device : &devices->pool(device),
+                  .stream = devices->default_stream(device),
+                  .rank = comm->rank(),
+                  .dtype = config.param_dtype,
+                  .esize = SizeOf(config.param_dtype),
+                  .has_bytes = devices->backend().has_bytes(),
+                  .mixed = mixed,
+                  .master_apart = mixed || config.offload != Offload::kNone};
+  std::unique_ptr<Engine> engine(new Engine(std::move(ctx), optimizer, memory));
+  RETURN_IF_ERROR(engine->Init());
   return engine;
 }
 
-Engine::Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer,
-               Communicator* comm, DeviceSystem* devices, int device, EngineMemory memory)
-    : config_(config),
-      layout_(std::move(layout)),
+Engine::Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory)
+    : ctx_(std::make_unique<const RankContext>(std::move(ctx))),
       optimizer_(optimizer),
-      comm_(comm),
-      devices_(devices),
-      device_pool_(&devices->pool(device)),
-      pool_(memory.device != nullptr ? memory.device : device_pool_),
-      stream_(devices->default_stream(device)),
-      rank_(comm->rank()),
-      dtype_(config.param_dtype),
-      esize_(SizeOf(config.param_dtype)),
-      mixed_(config.param_dtype != DType::kF32),
-      master_apart_(mixed_ || config.offload != Offload::kNone),
-      host_upstream_(memory.host),
-      units_(layout_.units().size()),
-      received_(layout_.params().size(), 0),
-      next_unit_to_reduce_(static_cast<int>(layout_.units().size()) - 1) {}
+      device_pool_(&ctx_->devices->pool(ctx_->stream->device())),
+      host_upstream_(memory.host) {}
 
 Engine::~Engine() {
   if (worker_) (void)worker_->Wait();
-  (void)stream_->Synchronize();
+  (void)ctx_->stream->Synchronize();
+}
+
+absl::Status Engine::Init() {
+  const EngineConfig& c = ctx_->config;
+  if (c.param_dtype == DType::kF16) {
+    absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaler);
+    if (!scaler.ok()) return Fail(scaler.status());
+    scaler_ = *scaler;
+  }
+  const uint64_t settings[] = {ctx_->layout.Fingerprint(), uint64_t(c.stage),
+                               uint64_t(c.gradient_accumulation_steps), c.persistence_threshold,
+                               uint64_t(c.param_dtype)};
+  RETURN_IF_ERROR(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),
+                                 "the parameter layout or config"));
+  // zero/placement.h holds the per-stage rules and the paper's formulas.
+  const Placement placement = PlaceStates(c, optimizer_->state_buffers(),
+                                          ctx_->layout.padded_numel(), ctx_->layout.shard_numel());
+  if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(CreateHostMemory());
+  ASSIGN_OR_RETURN(states_, ModelStates::Allocate(*ctx_, placement, host_.get()));
+  ASSIGN_OR_RETURN(gatherer_, ParameterGatherer::Create(*ctx_, *states_));
+  reducer_ = std::make_unique<GradientReducer>(*ctx_, *states_,
+                                               [this](int unit) { OnUnitReduced(unit); });
+  return absl::OkStatus();
 }
 
 absl::Status Engine::Fail(absl::Status status) {
-  comm_->Abort(status);
+  ctx_->comm->Abort(status);
   return status;
 }
 
-// Each compares the same gathered values, so all ranks fail alike. Meta
-// devices move no bytes: there the check is left to the collective sequence.
-absl::Status Engine::CheckAgreement(uint64_t mine, const std::string& what) {
-  const int n = layout_.world_size();
-  if (!has_bytes() || n == 1) return absl::OkStatus();
-  std::vector<uint64_t> host(n);
-  ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(pool_, n * sizeof(uint64_t),
-                                                Tag::kCommunication, stream_));
-  uint64_t* slot = all.data<uint64_t>() + rank_;
-  RETURN_IF_ERROR(stream_->Copy(slot, &mine, sizeof mine));
-  // Two fp32 lanes per fingerprint: all-gather moves bytes, it never adds.
-  RETURN_IF_ERROR(comm_->AllGather(slot, all.data(), 2, DType::kF32, stream_));
-  RETURN_IF_ERROR(stream_->Copy(host.data(), all.data(), n * sizeof(uint64_t)));
-  RETURN_IF_ERROR(stream_->Synchronize());
-  std::vector<std::string> differ;
-  for (int r = 1; r < n; ++r) {
-    if (host[r] != host[0]) differ.push_back(absl::StrFormat("%d", r));
-  }
-  if (differ.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "ranks disagree on %s: rank(s) %s differ from rank 0", what, absl::StrJoin(differ, ", ")));
-}
+const Layout& Engine::layout() const { return ctx_->layout; }
+const EngineConfig& Engine::config() const { return ctx_->config; }
+Stream* Engine::stream() const { return ctx_->stream; }
+size_t Engine::live_gathered_elements() const { return gatherer_->live_elements(); }
 
-// Padding must hold zeros: it is summed, updated and gathered like the rest.
-absl::Status Engine::AllocateZeroed(Buffer& b, MemoryResource* from, size_t bytes, Tag tag) {
-  ASSIGN_OR_RETURN(b, Buffer::Allocate(from, bytes, tag, stream_));
-  return has_bytes() ? stream_->Fill(b.data(), 0, bytes) : absl::OkStatus();
-}
+absl::Status Engine::Fetch(int module) { return FailIfError(gatherer_->Fetch(module)); }
+absl::Status Engine::Release(int module) { return FailIfError(gatherer_->Release(module)); }
 
-// Allocates what PlaceStates says, where it says (zero/placement.h holds
-// the per-stage rules and the paper's formulas).
-absl::Status Engine::AllocateModelStates() {
-  const Placement placement = PlaceStates(config_, optimizer_->state_buffers(),
-                                          layout_.padded_numel(), layout_.shard_numel());
-  if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(CreateHostMemory());
-  state_.resize(placement[State::kOptimizer].count);
-  const std::pair<State, Buffer*> buffers[] = {
-      {State::kParams, &params_},         {State::kMaster, &master_},
-      {State::kHostParams, &host_params_}, {State::kGrads, &grads_},
-      {State::kOwnedGrads, &owned_grads_}};
-  auto place = [&](const Placed& p, Buffer& b) {
-    MemoryResource* from = p.home == Home::kHost ? host_.get() : pool_;
-    return AllocateZeroed(b, from, p.bytes, p.tag);
-  };
-  for (const auto& [state, buffer] : buffers) {
-    if (placement[state].home != Home::kNone) RETURN_IF_ERROR(place(placement[state], *buffer));
-  }
-  for (Buffer& s : state_) RETURN_IF_ERROR(place(placement[State::kOptimizer], s));
-  return stream_->Synchronize();
+absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype) {
+  return FailIfError(reducer_->Add(id, grad, numel, dtype, steps_ + 1));
 }
 
 absl::StatusOr<Engine::ParamView> Engine::param_view(int id) {
-  if (id < 0 || id >= static_cast<int>(layout_.params().size())) {
+  const Layout& layout = ctx_->layout;
+  if (id < 0 || id >= static_cast<int>(layout.params().size())) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "no parameter #%d (%d are registered)", id, layout_.params().size()));
+        "no parameter #%d (%d are registered)", id, layout.params().size()));
   }
-  const ParamSlot& p = layout_.params()[id];
-  char* unit = param_data(p.unit);
+  const ParamSlot& p = layout.params()[id];
+  char* unit = gatherer_->Whole(p.unit);
   if (unit == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "parameter '%s' is not gathered: Fetch module %d first", p.name, p.module));
   }
-  return ParamView{unit + (p.offset - layout_.units()[p.unit].offset) * esize_, p.numel, dtype_};
+  return ParamView{unit + (p.offset - ctx_->unit(p.unit).offset) * ctx_->esize, p.numel,
+                   ctx_->dtype};
 }
 
 absl::StatusOr<std::span<float>> Engine::param(int id) {
@@ -155,44 +137,40 @@ absl::StatusOr<std::span<float>> Engine::param(int id) {
 }
 
 absl::Status Engine::SetParam(int id, std::span<const float> values) {
-  if (id < 0 || id >= static_cast<int>(layout_.params().size()) ||
-      values.size() != layout_.params()[id].numel) {
+  const Layout& layout = ctx_->layout;
+  if (id < 0 || id >= static_cast<int>(layout.params().size()) ||
+      values.size() != layout.params()[id].numel) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "SetParam(#%d) with %d values does not match a registered parameter", id, values.size()));
   }
-  if (!has_bytes()) return absl::OkStatus();
-  const ParamSlot& p = layout_.params()[id];
-  const Unit& u = layout_.units()[p.unit];
-  std::vector<char> narrow(values.size() * esize_);
-  Narrow(values.data(), narrow.data(), dtype_, values.size());
-  if (char* whole = param_data(p.unit); whole != nullptr) {
-    RETURN_IF_ERROR(stream_->Copy(whole + (p.offset - u.offset) * esize_, narrow.data(),
-                                  narrow.size()));
+  if (!ctx_->has_bytes) return absl::OkStatus();
+  const ParamSlot& p = layout.params()[id];
+  const size_t esize = ctx_->esize;
+  const int stage = ctx_->config.stage;
+  Stream* stream = ctx_->stream;
+  std::vector<char> narrow(values.size() * esize);
+  Narrow(values.data(), narrow.data(), ctx_->dtype, values.size());
+  if (char* whole = gatherer_->Whole(p.unit); whole != nullptr) {
+    RETURN_IF_ERROR(stream->Copy(whole + (p.offset - ctx_->unit(p.unit).offset) * esize,
+                                 narrow.data(), narrow.size()));
   }
-  if (master_apart_ && config_.stage == 0) {
-    RETURN_IF_ERROR(stream_->Copy(master_.data<float>() + p.offset, values.data(),
-                                  values.size_bytes()));
+  if (ctx_->master_apart && stage == 0) {
+    RETURN_IF_ERROR(stream->Copy(states_->master_data() + p.offset, values.data(),
+                                 values.size_bytes()));
   }
-  for (const Piece& piece : layout_.PiecesOf(id)) {
-    if (piece.rank != rank_ || (config_.stage < 3 && !master_apart_) || config_.stage == 0) {
-      continue;
+  for (const Piece& piece : layout.PiecesOf(id)) {
+    if (piece.rank != ctx_->rank || (stage < 3 && !ctx_->master_apart) || stage == 0) continue;
+    if (ctx_->master_apart) {
+      RETURN_IF_ERROR(stream->Copy(states_->master_data() + piece.shard_offset,
+                                   values.data() + piece.param_offset, piece.count * 4));
     }
-    if (master_apart_) {
-      RETURN_IF_ERROR(stream_->Copy(master_.data<float>() + piece.shard_offset,
-                                    values.data() + piece.param_offset, piece.count * 4));
-    }
-    if (config_.stage == 3) {
-      RETURN_IF_ERROR(stream_->Copy(At(params_, piece.shard_offset),
-                                    narrow.data() + piece.param_offset * esize_,
-                                    piece.count * esize_));
+    if (stage == 3) {
+      RETURN_IF_ERROR(stream->Copy(states_->params_at(piece.shard_offset),
+                                   narrow.data() + piece.param_offset * esize,
+                                   piece.count * esize));
     }
   }
-  return stream_->Synchronize();
-}
-
-size_t Engine::owned_offset(int unit) const {
-  const Unit& u = layout_.units()[unit];
-  return u.offset + rank_ * u.shard;
+  return stream->Synchronize();
 }
 
 absl::Status Engine::ZeroGrad() {
@@ -201,8 +179,7 @@ absl::Status Engine::ZeroGrad() {
         "this step was already applied unit by unit as its gradients arrived (offload_overlap): "
         "call Step");
   }
-  ResetMicroBatch();
-  micro_batches_ = 0;
+  reducer_->Clear();
   return absl::OkStatus();
 }
 
@@ -214,12 +191,12 @@ EngineStats Engine::stats() const {
                      .skipped_steps = skipped_steps_,
                      .loss_scale = loss_scale(),
                      .last_grad_norm = last_grad_norm_,
-                     .micro_batches = micro_batches_,
+                     .micro_batches = reducer_->micro_batches(),
                      .pool = device_pool_->stats(),
                      .host_bytes = static_cast<size_t>(host.bytes.current),
                      .peak_host_bytes = static_cast<size_t>(host.bytes.peak),
                      .early_unit_updates = early_unit_updates_,
-                     .comm = comm_->stats()};
+                     .comm = ctx_->comm->stats()};
 }
 
 }  // namespace zero

@@ -42,11 +42,15 @@
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
-#include "zero/fetch_plan.h"
 #include "zero/layout.h"
-#include "zero/serial_worker.h"
 
 namespace zero {
+
+struct RankContext;
+class ModelStates;
+class GradientReducer;
+class ParameterGatherer;
+class SerialWorker;
 
 // Where an engine's buffers come from; each must outlive the engine. Null
 // members take the defaults: the device's pool, and (offload only) a pinned
@@ -84,8 +88,8 @@ class Engine {
                                                         EngineMemory memory = {});
   ~Engine();
 
-  const Layout& layout() const { return layout_; }
-  const EngineConfig& config() const { return config_; }
+  const Layout& layout() const;
+  const EngineConfig& config() const;
 
   // The full fp32 values of parameter `id`, identical on every rank after
   // each Step. At stage 3 only while its module is fetched (else
@@ -112,7 +116,7 @@ class Engine {
   absl::Status Fetch(int module);
   absl::Status Release(int module);
   // Elements gathered now, beyond this rank's own pieces (stage 3).
-  size_t live_gathered_elements() const { return live_elements_; }
+  size_t live_gathered_elements() const;
 
   // Hands over this micro-batch's gradient of parameter `id` (copied). Each
   // parameter once per micro-batch; a unit is reduced as soon as it and all
@@ -139,7 +143,7 @@ class Engine {
     std::vector<float*> state;
   };
   OwnedState owned_state(int unit);
-  Stream* stream() const { return stream_; }
+  Stream* stream() const;
   struct ResumePoint {
     int64_t steps = 0;
     std::optional<LossScaler::State> loss_scaler;  // fp16 only
@@ -152,34 +156,11 @@ class Engine {
   absl::Status Restore(const ResumePoint& point);
 
  private:
-  struct UnitState {
-    int received = 0;      // parameters handed over in this micro-batch
-    Buffer staging;        // gradients of the unit in flight (when not in grads_)
-    Buffer gathered;       // stage 3: the whole unit, while fetched
-    bool persistent = false;
-  };
-
-  Engine(const EngineConfig& config, Layout layout, Optimizer* optimizer, Communicator* comm,
-         DeviceSystem* devices, int device, EngineMemory memory);
-  absl::Status AllocateModelStates();
-  absl::Status AllocateZeroed(Buffer& b, MemoryResource* from, size_t bytes, Tag tag);
-  // Every rank shares `mine`; any difference fails them all alike.
-  absl::Status CheckAgreement(uint64_t mine, const std::string& what);
+  Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory);
+  // Places the model states, then builds the gradient and parameter sides.
+  absl::Status Init();
   absl::Status Fail(absl::Status status);  // aborts the group, returns status
-
-  // Gradient flow (engine_grads.cc).
-  absl::StatusOr<char*> StagingFor(int unit);
-  absl::Status ReduceReadyUnits();
-  absl::Status ReduceUnit(int unit);
-  absl::Status ReduceWidened(int unit, const char* staging, bool first);
-  char* OwnedGrad(int unit);
-  // into = model dtype(fp32 from), or accumulated into it when !first.
-  absl::Status Store(char* into, const float* from, size_t count, bool first);
-  void ResetMicroBatch();
-  // Runs a host loop over this rank's device memory once the stream is done
-  // with it; nothing on meta devices; Unimplemented on cards (`what`) until
-  // the loops have kernels.
-  absl::Status OnHost(const char* what, const std::function<void()>& loop);
+  absl::Status FailIfError(absl::Status status) { return status.ok() ? status : Fail(status); }
 
   // Update (engine_step.cc).
   absl::Status UpdateUnit(int unit, float grad_scale);
@@ -195,16 +176,7 @@ class Engine {
   absl::StatusOr<double> GlobalGradNorm(float grad_scale);
   absl::Status SkipStep();
 
-  // Stage 3 (engine_stage3.cc).
-  absl::Status InitModules();  // module -> units; stage 3: persistent units
-  absl::Status GatherUnit(int unit);
-  absl::Status Prefetch();
-  absl::Status FinishStepStage3();
-  absl::Status RefreshGathered();  // stale gathered copies go, persistent ones are renewed
-  char* param_data(int unit);  // where a unit's whole values are, or null
-
   // Offload (engine_offload.cc).
-  bool offload() const { return config_.offload != Offload::kNone; }
   // The pinned host resource and the CPU step's worker.
   absl::Status CreateHostMemory();
   // The owned piece's CPU step with host buffers (any thread).
@@ -213,59 +185,31 @@ class Engine {
   absl::Status PublishUnit(int unit);
   absl::Status UpdateOffloaded(float grad_scale);
   bool UpdatesEarly() const;  // offload_overlap applies to this micro-batch
+  void OnUnitReduced(int unit);  // posts the unit's early CPU step if it applies
 
   // Restore (engine_restore.cc).
   absl::Status RestoreUnit(int unit);
 
-  // Elements of the model dtype at `elements` into `b`.
-  char* At(const Buffer& b, size_t elements) const { return b.data<char>() + elements * esize_; }
-  size_t owned_offset(int unit) const;  // this rank's piece in the flat buffer
-  float* MasterPiece(int unit);         // fp32 master weights of that piece
-  char* ModelPiece(int unit);           // model-dtype parameters of that piece
-  bool has_bytes() const { return devices_->backend().has_bytes(); }
-
-  const EngineConfig config_;
-  const Layout layout_;
+  // Settings, layout, communicator, device memory and stream; the parts
+  // below point to it, so it is built first and never moves.
+  const std::unique_ptr<const RankContext> ctx_;
   Optimizer* const optimizer_;
-  Communicator* const comm_;
-  DeviceSystem* const devices_;
-  DevicePool* const device_pool_;  // stats only: buffers come from pool_
-  MemoryResource* const pool_;     // device memory
-  Stream* const stream_;
-  const int rank_;
-  const DType dtype_;  // of parameters and gradients
-  const size_t esize_;
-  const bool mixed_;  // bf16/fp16: fp32 master weights apart from the parameters
-  const bool master_apart_;  // mixed or offloaded: master weights in master_
+  DevicePool* const device_pool_;  // stats only: buffers come from ctx_->pool
 
   // Offload: where master weights, state and owned gradients live (the
   // caller's, or own_host_pool_), counted by host_. Declared before the
-  // buffers so that they outlive them.
+  // model states so that they outlive them.
   MemoryResource* const host_upstream_;
   std::unique_ptr<PinnedHostPool> own_host_pool_;
   std::unique_ptr<StatisticsAdaptor> host_;
 
-  Buffer params_;                  // model dtype: whole (stages 0-2) or pieces (3)
-  Buffer master_;                  // fp32 master apart: whole (stage 0) or pieces
-  Buffer host_params_;             // offload, mixed: the CPU step's model-dtype pieces
-  Buffer grads_;                   // stage 0-1: flat gradients, whole
-  Buffer owned_grads_;             // stage 1 (accumulating), 2-3: this rank's pieces
-  std::vector<Buffer> state_;      // optimizer state: whole (stage 0) or pieces
-  std::optional<LossScaler> scaler_;  // fp16
-  std::vector<UnitState> units_;
-  std::vector<uint8_t> received_;  // per parameter, in this micro-batch
-  int next_unit_to_reduce_;        // units reduce from the last to the first
-  int micro_batches_ = 0;
+  std::unique_ptr<ModelStates> states_;          // zero/internal/model_states.h
+  std::unique_ptr<GradientReducer> reducer_;     // zero/internal/gradient_reducer.h
+  std::unique_ptr<ParameterGatherer> gatherer_;  // zero/internal/parameter_gatherer.h
+  std::optional<LossScaler> scaler_;             // fp16
   int64_t steps_ = 0;
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
-
-  // Stage 3 bookkeeping.
-  std::vector<std::vector<int>> module_units_;  // module -> its units
-  std::vector<int> fetch_count_;                // per module: Fetch minus Release
-  std::vector<int> trace_;                      // modules fetched this step, in order
-  size_t live_elements_ = 0;
-  FetchPlan plan_;  // from the first step's trace, once every rank agrees on it
 
   // Offload: CPU steps overlapping backward. Last, so it stops first.
   std::unique_ptr<SerialWorker> worker_;

@@ -11,6 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/engine.h"
+#include "zero/internal/gradient_reducer.h"
+#include "zero/internal/model_states.h"
+#include "zero/internal/rank_context.h"
+#include "zero/internal/serial_worker.h"
 
 namespace zero {
 
@@ -30,9 +34,10 @@ size_t DefaultHostCapacity(DeviceKind kind) {
 absl::Status Engine::CreateHostMemory() {
   MemoryResource* upstream = host_upstream_;
   if (upstream == nullptr) {
-    const size_t capacity = config_.host_capacity > 0 ? config_.host_capacity
-                                                      : DefaultHostCapacity(devices_->kind());
-    ASSIGN_OR_RETURN(own_host_pool_, PinnedHostPool::Create(devices_, capacity));
+    const size_t configured = ctx_->config.host_capacity;
+    const size_t capacity =
+        configured > 0 ? configured : DefaultHostCapacity(ctx_->devices->kind());
+    ASSIGN_OR_RETURN(own_host_pool_, PinnedHostPool::Create(ctx_->devices, capacity));
     upstream = own_host_pool_.get();
   }
   host_ = std::make_unique<StatisticsAdaptor>(upstream);
@@ -41,34 +46,49 @@ absl::Status Engine::CreateHostMemory() {
 }
 
 bool Engine::UpdatesEarly() const {
-  return offload() && config_.offload_overlap && config_.max_grad_norm == 0 && !scaler_ &&
-         micro_batches_ == config_.gradient_accumulation_steps - 1;
+  const EngineConfig& c = ctx_->config;
+  return ctx_->offload() && c.offload_overlap && c.max_grad_norm == 0 && !scaler_ &&
+         reducer_->micro_batches() == c.gradient_accumulation_steps - 1;
+}
+
+// The optimizer's grad_scale and step as Step will have them (no clipping
+// or loss scale when updating early).
+void Engine::OnUnitReduced(int unit) {
+  if (!UpdatesEarly()) return;
+  const float scale = MeanGradScale();
+  const int64_t step = steps_ + 1;
+  worker_->Post([this, unit, step, scale] { return StepOnHost(unit, step, scale); });
+  updated_early_ = true;
+  ++early_unit_updates_;
 }
 
 absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
-  if (!has_bytes()) return absl::OkStatus();
-  const Unit& u = layout_.units()[unit];
-  float* master = MasterPiece(unit);
-  const bool params_home = config_.offload == Offload::kParameters;
+  if (!ctx_->has_bytes) return absl::OkStatus();
+  const Unit& u = ctx_->unit(unit);
+  float* master = states_->MasterPiece(unit);
+  const bool params_home = ctx_->config.offload == Offload::kParameters;
   void* copy = nullptr;
-  if (mixed_) copy = params_home ? ModelPiece(unit) : At(host_params_, u.shard_offset);
+  if (ctx_->mixed) copy = params_home ? states_->ModelPiece(unit) : states_->HostModelPiece(unit);
   RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset, copy, step, grad_scale,
                                /*on_card=*/false));
   // fp32 parameters kept on the host are the master's copy.
-  if (!mixed_ && params_home) std::memcpy(ModelPiece(unit), master, u.shard * sizeof(float));
+  if (!ctx_->mixed && params_home) {
+    std::memcpy(states_->ModelPiece(unit), master, u.shard * sizeof(float));
+  }
   return absl::OkStatus();
 }
 
 absl::Status Engine::PublishUnit(int unit) {
-  if (config_.offload == Offload::kParameters) return absl::OkStatus();
-  const Unit& u = layout_.units()[unit];
-  if (has_bytes()) {
-    const void* updated = mixed_ ? static_cast<const void*>(At(host_params_, u.shard_offset))
-                                 : MasterPiece(unit);
-    RETURN_IF_ERROR(stream_->Copy(ModelPiece(unit), updated, u.shard * esize_));
+  if (ctx_->config.offload == Offload::kParameters) return absl::OkStatus();
+  const Unit& u = ctx_->unit(unit);
+  if (ctx_->has_bytes) {
+    const void* updated = ctx_->mixed ? static_cast<const void*>(states_->HostModelPiece(unit))
+                                      : states_->MasterPiece(unit);
+    RETURN_IF_ERROR(ctx_->stream->Copy(states_->ModelPiece(unit), updated, u.shard * ctx_->esize));
   }
-  if (config_.stage == 3) return absl::OkStatus();
-  return comm_->AllGather(ModelPiece(unit), At(params_, u.offset), u.shard, dtype_, stream_);
+  if (ctx_->config.stage == 3) return absl::OkStatus();
+  return ctx_->comm->AllGather(states_->ModelPiece(unit), states_->WholeParams(unit), u.shard,
+                               ctx_->dtype, ctx_->stream);
 }
 
 // Steps whatever the overlap did not, then brings the parameters up.
@@ -77,14 +97,12 @@ absl::Status Engine::UpdateOffloaded(float grad_scale) {
     updated_early_ = false;
     RETURN_IF_ERROR(worker_->Wait());
   } else {
-    RETURN_IF_ERROR(stream_->Synchronize());
-    for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
+    RETURN_IF_ERROR(ctx_->stream->Synchronize());
+    for (int u = 0; u < ctx_->unit_count(); ++u) {
       RETURN_IF_ERROR(StepOnHost(u, steps_, grad_scale));
     }
   }
-  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
-    RETURN_IF_ERROR(PublishUnit(u));
-  }
+  for (int u = 0; u < ctx_->unit_count(); ++u) RETURN_IF_ERROR(PublishUnit(u));
   return absl::OkStatus();
 }
 

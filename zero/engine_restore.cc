@@ -3,20 +3,24 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/engine.h"
+#include "zero/internal/host_loop.h"
+#include "zero/internal/model_states.h"
+#include "zero/internal/parameter_gatherer.h"
+#include "zero/internal/rank_context.h"
 #include "zero/precision.h"
 
 namespace zero {
 
 Engine::OwnedState Engine::owned_state(int unit) {
   OwnedState owned{.master = nullptr, .state = {}};
-  if (!has_bytes()) {
-    owned.state.assign(state_.size(), nullptr);
+  std::vector<Buffer>& state = states_->optimizer_state();
+  if (!ctx_->has_bytes) {
+    owned.state.assign(state.size(), nullptr);
     return owned;
   }
-  const Unit& u = layout_.units()[unit];
-  owned.master = MasterPiece(unit);
-  const size_t offset = config_.stage == 0 ? owned_offset(unit) : u.shard_offset;
-  for (Buffer& s : state_) owned.state.push_back(s.data<float>() + offset);
+  owned.master = states_->MasterPiece(unit);
+  const size_t offset = states_->OwnedStateOffset(unit);
+  for (Buffer& s : state) owned.state.push_back(s.data<float>() + offset);
   return owned;
 }
 
@@ -34,39 +38,40 @@ absl::Status Engine::Restore(const ResumePoint& point) {
   // keeps the current scale.
   if (point.loss_scaler && scaler_) RETURN_IF_ERROR(scaler_->Restore(*point.loss_scaler));
   RETURN_IF_ERROR(ZeroGrad());
-  for (int u = 0; u < static_cast<int>(layout_.units().size()); ++u) {
+  for (int u = 0; u < ctx_->unit_count(); ++u) {
     if (absl::Status s = RestoreUnit(u); !s.ok()) return Fail(s);
   }
   steps_ = point.steps;
-  if (config_.stage == 3) {
-    if (absl::Status s = RefreshGathered(); !s.ok()) return Fail(s);
-  }
-  return stream_->Synchronize();
+  if (absl::Status s = gatherer_->Refresh(); !s.ok()) return Fail(s);
+  return ctx_->stream->Synchronize();
 }
 
 // Stage 0 keeps master weights and state whole on every rank: gather the
 // pieces. The model-dtype parameters are the master's rounding, made whole
 // below stage 3.
 absl::Status Engine::RestoreUnit(int unit) {
-  const Unit& u = layout_.units()[unit];
-  if (config_.stage == 0) {
-    float* master = master_apart_ ? master_.data<float>() : params_.data<float>();
-    RETURN_IF_ERROR(comm_->AllGather(master + owned_offset(unit), master + u.offset, u.shard,
-                                     DType::kF32, stream_));
-    for (Buffer& s : state_) {
-      RETURN_IF_ERROR(comm_->AllGather(s.data<float>() + owned_offset(unit),
-                                       s.data<float>() + u.offset, u.shard, DType::kF32,
-                                       stream_));
+  const RankContext& ctx = *ctx_;
+  const Unit& u = ctx.unit(unit);
+  if (ctx.config.stage == 0) {
+    float* master = ctx.master_apart ? states_->master_data()
+                                     : reinterpret_cast<float*>(states_->params_at(0));
+    RETURN_IF_ERROR(ctx.comm->AllGather(master + ctx.owned_offset(unit), master + u.offset,
+                                        u.shard, DType::kF32, ctx.stream));
+    for (Buffer& s : states_->optimizer_state()) {
+      RETURN_IF_ERROR(ctx.comm->AllGather(s.data<float>() + ctx.owned_offset(unit),
+                                          s.data<float>() + u.offset, u.shard, DType::kF32,
+                                          ctx.stream));
     }
-    if (!master_apart_) return absl::OkStatus();
+    if (!ctx.master_apart) return absl::OkStatus();
   }
-  if (master_apart_) {
-    RETURN_IF_ERROR(OnHost("restoring mixed-precision parameters", [&] {
-      Narrow(MasterPiece(unit), ModelPiece(unit), dtype_, u.shard);
+  if (ctx.master_apart) {
+    RETURN_IF_ERROR(RunOnHost(ctx, "restoring mixed-precision parameters", [&] {
+      Narrow(states_->MasterPiece(unit), states_->ModelPiece(unit), ctx.dtype, u.shard);
     }));
   }
-  if (config_.stage == 3) return absl::OkStatus();
-  return comm_->AllGather(ModelPiece(unit), At(params_, u.offset), u.shard, dtype_, stream_);
+  if (ctx.config.stage == 3) return absl::OkStatus();
+  return ctx.comm->AllGather(states_->ModelPiece(unit), states_->WholeParams(unit), u.shard,
+                             ctx.dtype, ctx.stream);
 }
 
 }  // namespace zero

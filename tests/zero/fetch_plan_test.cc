@@ -1,7 +1,7 @@
 // FetchPlan on its own: the window's budget counts gathered and ungathered
 // entries alike, claims keep units for a later use, persistent units are
 // not planned, and the reuse distance reads positions ahead.
-#include "zero/fetch_plan.h"
+#include "zero/internal/fetch_plan.h"
 
 #include <vector>
 

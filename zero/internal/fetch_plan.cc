@@ -1,4 +1,4 @@
-#include "zero/fetch_plan.h"
+#include "zero/internal/fetch_plan.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "zero/serial_worker.h"
+#include "zero/internal/serial_worker.h"
 
 #include <utility>
 

@@ -1,0 +1,207 @@
+#include "zero/internal/gradient_reducer.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "zero/internal/host_loop.h"
+#include "zero/precision.h"
+
+namespace zero {
+
+GradientReducer::GradientReducer(const RankContext& ctx, ModelStates& states,
+                                 OnReduced on_reduced)
+    : ctx_(ctx),
+      states_(states),
+      on_reduced_(std::move(on_reduced)),
+      units_(ctx.unit_count()),
+      received_(ctx.layout.params().size(), 0),
+      next_unit_to_reduce_(ctx.unit_count() - 1) {}
+
+absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType dtype,
+                                  int64_t step) {
+  const int count = static_cast<int>(ctx_.layout.params().size());
+  if (id < 0 || id >= count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: gradient for parameter #%d, but %d are registered", ctx_.rank, id, count));
+  }
+  const ParamSlot& p = ctx_.layout.params()[id];
+  if (dtype != ctx_.dtype || numel != p.numel || (grad == nullptr && ctx_.has_bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: gradient of '%s' is %s x %d%s, the parameter is %s x %d", ctx_.rank, p.name,
+        std::string(Name(dtype)), numel, grad == nullptr ? " (null)" : "",
+        std::string(Name(ctx_.dtype)), p.numel));
+  }
+  if (received_[id]) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: gradient of '%s' handed over twice in micro-batch %d", ctx_.rank, p.name,
+        micro_batches_ + 1));
+  }
+  if (micro_batches_ == ctx_.config.gradient_accumulation_steps) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: all %d micro-batches of step %d are complete: call Step before more "
+        "gradients", ctx_.rank, micro_batches_, step));
+  }
+  const Unit& u = ctx_.unit(p.unit);
+  ASSIGN_OR_RETURN(char* staging, StagingFor(p.unit));
+  if (ctx_.has_bytes) {
+    // Synchronous: the caller's buffer may die when this returns.
+    RETURN_IF_ERROR(ctx_.stream->Copy(staging + (p.offset - u.offset) * ctx_.esize, grad,
+                                      numel * ctx_.esize));
+    RETURN_IF_ERROR(ctx_.stream->Synchronize());
+  }
+  received_[id] = 1;
+  ++units_[p.unit].received;
+  return ReduceReadyUnits();
+}
+
+absl::Status GradientReducer::ReadyForStep() const {
+  const int gas = ctx_.config.gradient_accumulation_steps;
+  const int partial = static_cast<int>(std::count(received_.begin(), received_.end(), 1));
+  if (micro_batches_ == gas && partial == 0) return absl::OkStatus();
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < received_.size() && missing.size() < 5; ++i) {
+    if (!received_[i]) missing.push_back("'" + ctx_.layout.params()[i].name + "'");
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "rank %d: Step before every gradient arrived: %d of %d micro-batches complete%s",
+      ctx_.rank, micro_batches_, gas,
+      partial > 0 ? absl::StrFormat(", micro-batch %d still lacks %s", micro_batches_ + 1,
+                                    absl::StrJoin(missing, ", "))
+                  : std::string()));
+}
+
+// Where unit `unit`'s gradients of this micro-batch are staged. Stages 0-1
+// keep whole gradients, so the first micro-batch stages (and reduces) in
+// place; otherwise the unit gets a buffer of its own until it is reduced.
+absl::StatusOr<char*> GradientReducer::StagingFor(int unit) {
+  const Unit& u = ctx_.unit(unit);
+  UnitState& state = units_[unit];
+  const int stage = ctx_.config.stage;
+  char* staging = nullptr;
+  if (stage == 1 || (stage == 0 && micro_batches_ == 0)) {
+    staging = states_.WholeGrads(unit);
+  } else {
+    if (!state.staging) {
+      ASSIGN_OR_RETURN(state.staging, Buffer::Allocate(ctx_.pool, u.padded * ctx_.esize,
+                                                       Tag::kCommunication, ctx_.stream));
+    }
+    staging = state.staging.data<char>();
+  }
+  if (state.received == 0 && ctx_.has_bytes && u.padded > u.numel) {
+    RETURN_IF_ERROR(ctx_.stream->Fill(staging + u.numel * ctx_.esize, 0,
+                                      (u.padded - u.numel) * ctx_.esize));
+  }
+  return staging;
+}
+
+absl::Status GradientReducer::ReduceReadyUnits() {
+  while (next_unit_to_reduce_ >= 0) {
+    const Unit& u = ctx_.unit(next_unit_to_reduce_);
+    if (units_[next_unit_to_reduce_].received < u.end_param - u.first_param) break;
+    RETURN_IF_ERROR(ReduceUnit(next_unit_to_reduce_));
+    if (on_reduced_) on_reduced_(next_unit_to_reduce_);
+    --next_unit_to_reduce_;
+  }
+  if (next_unit_to_reduce_ < 0) {
+    ++micro_batches_;
+    ResetMicroBatch();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceUnit(int unit) {
+  const Unit& u = ctx_.unit(unit);
+  ASSIGN_OR_RETURN(char* staging, StagingFor(unit));
+  const bool first = micro_batches_ == 0;
+  Communicator* comm = ctx_.comm;
+  if (ctx_.mixed) {
+    RETURN_IF_ERROR(ReduceWidened(unit, staging, first));
+  } else if (ctx_.config.stage == 0) {
+    float* sum = reinterpret_cast<float*>(staging);
+    RETURN_IF_ERROR(comm->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, ctx_.stream));
+    if (!first) RETURN_IF_ERROR(Store(states_.WholeGrads(unit), sum, u.padded, first));
+  } else if (first && !ctx_.offload()) {
+    // Lands in this rank's piece: of the whole gradients in place (stage 1
+    // without accumulation), else of the owned gradients.
+    RETURN_IF_ERROR(comm->ReduceScatter(staging, states_.OwnedGrads(unit), u.shard, DType::kF32,
+                                        ReduceOp::kSum, ctx_.stream));
+  } else {
+    ASSIGN_OR_RETURN(Buffer piece, Buffer::Allocate(ctx_.pool, u.shard * sizeof(float),
+                                                    Tag::kCommunication, ctx_.stream));
+    RETURN_IF_ERROR(comm->ReduceScatter(staging, piece.data(), u.shard, DType::kF32,
+                                        ReduceOp::kSum, ctx_.stream));
+    RETURN_IF_ERROR(Store(states_.OwnedGrads(unit), piece.data<float>(), u.shard, first));
+  }
+  // Stage 2: the gradients this rank does not own are gone as soon as reduced.
+  units_[unit].staging.Reset();
+  return absl::OkStatus();
+}
+
+// bf16/fp16 gradients are summed in fp32 and the sum rounded once into the
+// (accumulated) gradient the optimizer reads. They are widened a chunk at a
+// time, so no fp32 copy of a whole unit exists: each chunk takes the same
+// slice of every rank's piece, so its sums are those of one whole reduction.
+absl::Status GradientReducer::ReduceWidened(int unit, const char* staging, bool first) {
+  const Unit& u = ctx_.unit(unit);
+  const size_t n = ctx_.layout.world_size();
+  const size_t esize = ctx_.esize;
+  const bool whole = ctx_.config.stage == 0;  // all-reduce: every element, contiguous
+  const size_t span = whole ? u.padded : u.shard;
+  const size_t step =
+      std::clamp<size_t>(ctx_.config.reduce_chunk_elements / (whole ? 1 : n), 1, span);
+  ASSIGN_OR_RETURN(Buffer wide, Buffer::Allocate(ctx_.pool, (whole ? 1 : n) * step * sizeof(float),
+                                                 Tag::kCommunication, ctx_.stream));
+  Buffer piece;
+  if (!whole) {
+    ASSIGN_OR_RETURN(piece, Buffer::Allocate(ctx_.pool, step * sizeof(float),
+                                             Tag::kCommunication, ctx_.stream));
+  }
+  float* w = wide.data<float>();
+  for (size_t at = 0; at < span; at += step) {
+    const size_t k = std::min(step, span - at);
+    RETURN_IF_ERROR(RunOnHost(ctx_, "mixed-precision reduction", [&] {
+      for (size_t r = 0; r < (whole ? 1 : n); ++r) {
+        Widen(staging + (r * u.shard + at) * esize, ctx_.dtype, w + r * k, k);
+      }
+    }));
+    if (whole) {
+      RETURN_IF_ERROR(ctx_.comm->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, ctx_.stream));
+      RETURN_IF_ERROR(Store(states_.WholeGrads(unit) + at * esize, w, k, first));
+    } else {
+      RETURN_IF_ERROR(ctx_.comm->ReduceScatter(w, piece.data(), k, DType::kF32, ReduceOp::kSum,
+                                               ctx_.stream));
+      RETURN_IF_ERROR(Store(states_.OwnedGrads(unit) + at * esize, piece.data<float>(), k, first));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::Store(char* into, const float* from, size_t count, bool first) {
+  return RunOnHost(ctx_, "gradient accumulation", [&] {
+    if (first) {
+      Narrow(from, into, ctx_.dtype, count);
+    } else {
+      AccumulateNarrow(into, ctx_.dtype, from, count);
+    }
+  });
+}
+
+void GradientReducer::ResetMicroBatch() {
+  for (UnitState& u : units_) {
+    u.received = 0;
+    u.staging.Reset();
+  }
+  std::fill(received_.begin(), received_.end(), uint8_t{0});
+  next_unit_to_reduce_ = ctx_.unit_count() - 1;
+}
+
+void GradientReducer::Clear() {
+  ResetMicroBatch();
+  micro_batches_ = 0;
+}
+
+}  // namespace zero

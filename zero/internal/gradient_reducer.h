@@ -1,0 +1,60 @@
+// The gradient side of one rank's engine: stages what backward hands over,
+// reduces each unit across ranks (reduce-scatter, or all-reduce at stage 0)
+// as soon as it and every later unit are complete, and accumulates
+// micro-batches in order into the reduced gradients of ModelStates. Units
+// reduce strictly from the last to the first, so every rank issues the
+// same collectives in the same order whatever order gradients come in.
+// Driven by the engine's thread; errors are returned, the engine aborts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "zero/buffer.h"
+#include "zero/internal/model_states.h"
+#include "zero/internal/rank_context.h"
+
+namespace zero {
+
+class GradientReducer {
+ public:
+  // Runs after each unit's reduction (the engine's early CPU steps).
+  using OnReduced = std::function<void(int unit)>;
+
+  GradientReducer(const RankContext& ctx, ModelStates& states, OnReduced on_reduced);
+
+  // This micro-batch's gradient of parameter `id`, copied. `step` is the
+  // step being accumulated (for messages).
+  absl::Status Add(int id, const void* grad, size_t numel, DType dtype, int64_t step);
+  // OK when every micro-batch of the step is complete; else what is missing.
+  absl::Status ReadyForStep() const;
+  // Completed micro-batches of the current step.
+  int micro_batches() const { return micro_batches_; }
+  // Drops the step's gradients, a partial micro-batch included.
+  void Clear();
+
+ private:
+  struct UnitState {
+    int received = 0;  // parameters handed over in this micro-batch
+    Buffer staging;    // the unit's gradients in flight (when not in whole gradients)
+  };
+  absl::StatusOr<char*> StagingFor(int unit);
+  absl::Status ReduceReadyUnits();
+  absl::Status ReduceUnit(int unit);
+  absl::Status ReduceWidened(int unit, const char* staging, bool first);
+  // into = model dtype(from), or accumulated into it when !first.
+  absl::Status Store(char* into, const float* from, size_t count, bool first);
+  void ResetMicroBatch();
+
+  const RankContext& ctx_;
+  ModelStates& states_;
+  const OnReduced on_reduced_;
+  std::vector<UnitState> units_;
+  std::vector<uint8_t> received_;  // per parameter, in this micro-batch
+  int next_unit_to_reduce_;
+  int micro_batches_ = 0;
+};
+
+}  // namespace zero

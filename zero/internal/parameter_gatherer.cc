@@ -1,0 +1,162 @@
+#include "zero/internal/parameter_gatherer.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "base/fingerprint.h"
+#include "base/status_macros.h"
+#include "zero/internal/rank_agreement.h"
+
+namespace zero {
+
+ParameterGatherer::ParameterGatherer(const RankContext& ctx, ModelStates& states)
+    : ctx_(ctx), states_(states), units_(ctx.unit_count()) {}
+
+absl::StatusOr<std::unique_ptr<ParameterGatherer>> ParameterGatherer::Create(
+    const RankContext& ctx, ModelStates& states) {
+  std::unique_ptr<ParameterGatherer> g(new ParameterGatherer(ctx, states));
+  int modules = 0;
+  for (const ParamSlot& p : ctx.layout.params()) modules = std::max(modules, p.module + 1);
+  g->module_units_.assign(modules, {});
+  g->fetch_count_.assign(modules, 0);
+  // Below stage 3 a unit may hold several modules: map each module to the
+  // units its parameters are in.
+  for (const ParamSlot& p : ctx.layout.params()) {
+    std::vector<int>& units = g->module_units_[p.module];
+    if (units.empty() || units.back() != p.unit) units.push_back(p.unit);
+  }
+  if (ctx.config.stage < 3) return g;
+  for (int u = 0; u < ctx.unit_count(); ++u) {
+    const Unit& unit = ctx.unit(u);
+    if (unit.numel >= ctx.config.persistence_threshold) continue;
+    UnitState& state = g->units_[u];
+    state.persistent = true;
+    ASSIGN_OR_RETURN(state.gathered, Buffer::Allocate(ctx.pool, unit.padded * ctx.esize,
+                                                      Tag::kGathered, ctx.stream));
+    if (ctx.has_bytes) {
+      RETURN_IF_ERROR(ctx.stream->Fill(state.gathered.data(), 0, unit.padded * ctx.esize));
+    }
+    g->live_elements_ += unit.padded;
+  }
+  RETURN_IF_ERROR(ctx.stream->Synchronize());
+  return g;
+}
+
+char* ParameterGatherer::Whole(int unit) const {
+  if (ctx_.config.stage < 3) return states_.WholeParams(unit);
+  return units_[unit].gathered.data<char>();
+}
+
+absl::Status ParameterGatherer::Fetch(int module) {
+  if (module < 0 || module >= static_cast<int>(module_units_.size()) ||
+      module_units_[module].empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: Fetch of module %d, which has no registered parameters", ctx_.rank, module));
+  }
+  ++fetch_count_[module];
+  if (ctx_.config.stage < 3) return absl::OkStatus();
+  trace_.push_back(module);
+  for (int u : module_units_[module]) {
+    if (!units_[u].gathered) RETURN_IF_ERROR(GatherUnit(u));
+  }
+  return Prefetch();
+}
+
+absl::Status ParameterGatherer::GatherUnit(int unit) {
+  const Unit& u = ctx_.unit(unit);
+  Buffer& gathered = units_[unit].gathered;
+  if (!gathered) {
+    ASSIGN_OR_RETURN(gathered, Buffer::Allocate(ctx_.pool, u.padded * ctx_.esize,
+                                                Tag::kGathered, ctx_.stream));
+    live_elements_ += u.padded;
+  }
+  const void* piece = states_.ModelPiece(unit);
+  Buffer staged;  // parameter offload: the piece comes up from the host first
+  if (ctx_.config.offload == Offload::kParameters) {
+    ASSIGN_OR_RETURN(staged, Buffer::Allocate(ctx_.pool, u.shard * ctx_.esize,
+                                              Tag::kCommunication, ctx_.stream));
+    if (ctx_.has_bytes) {
+      RETURN_IF_ERROR(ctx_.stream->Copy(staged.data(), piece, u.shard * ctx_.esize));
+    }
+    piece = staged.data();
+  }
+  return ctx_.comm->AllGather(piece, gathered.data(), u.shard, ctx_.dtype, ctx_.stream);
+}
+
+// Gathers the units the plan's window takes next (zero/internal/fetch_plan.h),
+// never past max_live_elements. Every rank follows the same order, so the
+// extra collectives line up.
+absl::Status ParameterGatherer::Prefetch() {
+  if (plan_.empty()) return absl::OkStatus();  // the first step records the order
+  plan_.Advance(trace_.size());
+  while (std::optional<int> unit = plan_.Next(ctx_.config.prefetch_elements)) {
+    if (!units_[*unit].gathered) {
+      if (live_elements_ + ctx_.unit(*unit).padded > ctx_.config.max_live_elements) break;
+      RETURN_IF_ERROR(GatherUnit(*unit));
+    }
+    plan_.Take();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterGatherer::Release(int module) {
+  if (module < 0 || module >= static_cast<int>(module_units_.size()) ||
+      fetch_count_[module] == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: Release of module %d, which is not fetched", ctx_.rank, module));
+  }
+  if (--fetch_count_[module] > 0 || ctx_.config.stage < 3 ||
+      plan_.ReusedSoon(module, trace_.size(), ctx_.config.max_reuse_distance)) {
+    return absl::OkStatus();
+  }
+  const int now = static_cast<int>(trace_.size()) - 1;
+  for (int u : module_units_[module]) {
+    if (units_[u].persistent || !units_[u].gathered || plan_.ClaimedAfter(u, now)) continue;
+    Drop(u);
+  }
+  return absl::OkStatus();
+}
+
+void ParameterGatherer::Drop(int unit) {
+  units_[unit].gathered.Reset();
+  live_elements_ -= ctx_.unit(unit).padded;
+}
+
+absl::Status ParameterGatherer::FinishStep() {
+  if (ctx_.config.stage < 3) return absl::OkStatus();
+  for (int m = 0; m < static_cast<int>(fetch_count_.size()); ++m) {
+    if (fetch_count_[m] > 0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "rank %d: Step while module %d is still fetched (Release it first)", ctx_.rank, m));
+    }
+  }
+  if (plan_.empty()) {
+    RETURN_IF_ERROR(CheckAgreement(ctx_, Fnv1a(trace_.data(), trace_.size() * sizeof(int)),
+                                   "the order of module fetches in the first step"));
+    std::vector<bool> persistent(units_.size());
+    std::vector<size_t> padded(units_.size());
+    for (size_t u = 0; u < units_.size(); ++u) {
+      persistent[u] = units_[u].persistent;
+      padded[u] = ctx_.unit(u).padded;
+    }
+    plan_ = FetchPlan(trace_, module_units_, persistent, std::move(padded));
+  }
+  trace_.clear();
+  plan_.StartStep();
+  return Refresh();
+}
+
+absl::Status ParameterGatherer::Refresh() {
+  if (ctx_.config.stage < 3) return absl::OkStatus();
+  for (int u = 0; u < ctx_.unit_count(); ++u) {
+    if (units_[u].persistent) {
+      RETURN_IF_ERROR(GatherUnit(u));
+    } else if (units_[u].gathered) {
+      Drop(u);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zero

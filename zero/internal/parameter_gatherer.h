@@ -1,0 +1,64 @@
+// The parameter side of one rank's engine. At stage 3 parameters live as
+// this rank's pieces: Fetch gathers a module's units on demand and
+// prefetches along the order recorded in the first step (FetchPlan),
+// Release frees them unless they are persistent (small units kept whole)
+// or reused soon. Below stage 3 parameters are whole and Fetch / Release
+// only check their pairing. Driven by the engine's thread; errors are
+// returned, the engine aborts the group.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "zero/buffer.h"
+#include "zero/internal/fetch_plan.h"
+#include "zero/internal/model_states.h"
+#include "zero/internal/rank_context.h"
+
+namespace zero {
+
+class ParameterGatherer {
+ public:
+  // Maps modules to units; at stage 3 allocates the persistent units
+  // (zeros until SetParam fills them).
+  static absl::StatusOr<std::unique_ptr<ParameterGatherer>> Create(const RankContext& ctx,
+                                                                   ModelStates& states);
+
+  // Calls nest: a module stays fetched until every Fetch has its Release.
+  absl::Status Fetch(int module);
+  absl::Status Release(int module);
+  // Where a unit's whole values are now, or null (stage 3, not gathered).
+  char* Whole(int unit) const;
+  // Elements gathered now beyond this rank's own pieces (stage 3).
+  size_t live_elements() const { return live_elements_; }
+
+  // Collective, after the update (stage 3): the first step's order becomes
+  // the prefetch plan once every rank agrees on it; stale gathered copies
+  // go and persistent units are gathered afresh. FailedPrecondition while a
+  // module is still fetched.
+  absl::Status FinishStep();
+  // Collective: drops stale gathered copies, renews the persistent ones.
+  absl::Status Refresh();
+
+ private:
+  struct UnitState {
+    Buffer gathered;  // the whole unit, while fetched
+    bool persistent = false;
+  };
+  ParameterGatherer(const RankContext& ctx, ModelStates& states);
+  absl::Status GatherUnit(int unit);
+  absl::Status Prefetch();
+  void Drop(int unit);
+
+  const RankContext& ctx_;
+  ModelStates& states_;
+  std::vector<UnitState> units_;
+  std::vector<std::vector<int>> module_units_;  // module -> its units
+  std::vector<int> fetch_count_;                // per module: Fetch minus Release
+  std::vector<int> trace_;                      // modules fetched this step, in order
+  size_t live_elements_ = 0;
+  FetchPlan plan_;  // from the first step's trace, once every rank agrees on it
+};
+
+}  // namespace zero

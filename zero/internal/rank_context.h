@@ -1,0 +1,45 @@
+// What every part of one rank's engine shares: the settings and layout, and
+// where the rank's work goes (communicator, device memory, stream). Built
+// once by the engine, immutable, and outlives the parts that point to it.
+#pragma once
+
+#include <cstddef>
+
+#include "base/dtype.h"
+#include "memory/device_system.h"
+#include "memory/resource.h"
+#include "memory/stream.h"
+#include "zero/buffer.h"
+#include "zero/comm/communicator.h"
+#include "zero/config.h"
+#include "zero/layout.h"
+
+namespace zero {
+
+struct RankContext {
+  EngineConfig config;
+  Layout layout;
+  Communicator* comm;
+  DeviceSystem* devices;
+  MemoryResource* pool;  // device memory of this rank
+  Stream* stream;        // orders all of this rank's device work
+  int rank;
+  DType dtype;  // of parameters and gradients (config.param_dtype)
+  size_t esize;
+  bool has_bytes;     // false on meta devices: nothing is read or written
+  bool mixed;         // bf16/fp16: fp32 master weights apart from the parameters
+  bool master_apart;  // mixed or offloaded: master weights in their own buffer
+
+  const Unit& unit(int u) const { return layout.units()[u]; }
+  int unit_count() const { return static_cast<int>(layout.units().size()); }
+  bool offload() const { return config.offload != Offload::kNone; }
+  bool on_card() const { return devices->kind() == DeviceKind::kCuda; }
+  // `elements` of the model dtype into `b`.
+  char* At(const Buffer& b, size_t elements) const {
+    return b.data<char>() + elements * esize;
+  }
+  // This rank's piece of `unit` in the flat (whole) buffers.
+  size_t owned_offset(int u) const { return unit(u).offset + rank * unit(u).shard; }
+};
+
+}  // namespace zero
