@@ -11,6 +11,10 @@
 #   failed   anything else, including FLAKY: a target that failed and then
 #            passed on a retry failed once, so it counts as failed and is
 #            named on a "flaky:" line.
+# Then the Python package's pytest suite (tests/python/, in .venv/ made by
+# python/setup_venv.sh), when the whole suite runs without extra flags (a
+# sanitizer build of libzero_engine.so cannot load into Python) and
+# ZERO_SKIP_PYTHON is unset; each pytest case counts once.
 # Last line printed: "N passed, N failed, N skipped". Exits non-zero if
 # anything failed, nothing passed, or bazel itself failed.
 set -uo pipefail
@@ -21,10 +25,12 @@ flags=(--keep_going --test_output=errors)
 # CI logs: no cursor tricks, fewer progress lines.
 [[ -n "${CI:-}" ]] && flags+=(--curses=no --show_progress_rate_limit=30)
 targets=(//...)
+python_tests=$(( $# == 0 ))
 for ((i = 1; i <= $#; ++i)); do
   if [[ ${!i} == -- ]]; then
     targets=("${@:i+1}")
     set -- "${@:1:i-1}"
+    [[ $# -eq 0 && ${targets[*]} == //... ]] || python_tests=0
     break
   fi
 done
@@ -72,6 +78,27 @@ while read -r target status; do
     [[ $status == FLAKY* ]] && flaky+=("$target")
   fi
 done < <(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^//[^ ]+ +(\(cached\) )?[A-Z]')
+
+# pytest's closing line ("3 passed, 1 failed, 2 skipped in 9.1s") into the counts.
+if ((python_tests)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
+  if bash python/setup_venv.sh && bazel build "${flags[@]}" //zero/capi:zero_engine >/dev/null 2>&1; then
+    ZERO_ENGINE_LIB="$PWD/bazel-bin/zero/capi/libzero_engine.so" \
+      .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$log"
+    line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log" | tail -1)
+    for kind in passed failed skipped error; do
+      n=$(grep -oE "[0-9]+ ${kind}s?\b" <<<"$line" | grep -oE '^[0-9]+' || true)
+      case $kind in
+        passed) ((passed += ${n:-0})) ;;
+        skipped) ((skipped += ${n:-0})) ;;
+        *) ((failed += ${n:-0})) ;;
+      esac
+    done
+    [[ -z $line ]] && { echo "python tests: no result line"; ((++failed)); }
+  else
+    echo "python tests: setup (python/setup_venv.sh) or libzero_engine.so build failed"
+    ((++failed))
+  fi
+fi
 
 ((${#flaky[@]})) && echo "flaky (failed, then passed on a retry; counted as failed): ${flaky[*]}"
 if ((rc != 0 && failed == 0)); then echo "bazel test exited with $rc"; fi

@@ -1,0 +1,28 @@
+"""zero: ZeRO stages 0-3 for an existing PyTorch model and optimizer.
+
+    model, optimizer = zero.wrap(model, optimizer, {"zero_optimization": {"stage": 2}})
+    for batch in data:                 # the loop stays a PyTorch loop
+        loss = model(batch).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+Run one process per device (torchrun); the engine's collectives go through
+the torch.distributed process group the program has (gloo on CPU). The
+config is a dict or a JSON file in DeepSpeed's keys (see _config.py). With
+gradient_accumulation_steps = k, call optimizer.step() after k backward
+passes and do not divide the loss by k: the engine averages."""
+
+from ._lib import ZeroError
+from ._wrap import ZeroOptimizer, full_parameters, wrap
+
+__all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary"]
+
+
+def memory_summary(model):
+    """This rank's engine statistics (zero/capi/zero_engine.h): steps, pool
+    bytes by tag with peaks, host bytes, collective traffic, layout."""
+    state = getattr(model, "_zero_state", None)
+    if state is None:
+        raise ZeroError("the model is not wrapped by zero.wrap")
+    return state.engine.stats()

@@ -1,0 +1,129 @@
+"""The engine's collectives over the program's torch.distributed process
+group (zero_collectives in zero/capi/zero_engine.h), on tensors that alias
+the engine's buffers (no copies in or out).
+
+Reductions are "ordered" by default: each rank receives every rank's chunk
+(all_to_all) and adds them in rank order in fp32, rounding once, which is
+exactly what the engine's local backend computes. So every stage gives the
+same bits at any world size, and the C++ tests' results carry over. With
+ordered=False the process group's own reductions run (gloo's or NCCL's
+order, which differs between all_reduce and reduce_scatter beyond two
+ranks). A callback never raises into C: an exception becomes a non-zero
+return with its text (zero_comm_set_error), which the engine turns into an
+error on this rank."""
+
+import ctypes
+
+import torch
+import torch.distributed as dist
+
+from . import _lib
+
+
+def _tensor(ptr, count, dtype):
+    """`count` elements at address `ptr` as a tensor aliasing them."""
+    if count == 0 or not ptr:
+        return torch.empty(0, dtype=dtype)
+    size = count * torch.empty(0, dtype=dtype).element_size()
+    return torch.frombuffer((ctypes.c_byte * size).from_address(ptr), dtype=dtype)
+
+
+def _reduce_in_order(chunks, op, out):
+    """out = chunks[0] op chunks[1] op ... in fp32, rounded once into out."""
+    acc = chunks[0].to(torch.float32, copy=True)
+    for chunk in chunks[1:]:
+        if op == _lib.MAX:
+            torch.maximum(acc, chunk.to(torch.float32), out=acc)
+        else:
+            acc.add_(chunk.to(torch.float32))
+    if op == _lib.AVG:
+        acc.div_(len(chunks))
+    out.copy_(acc)
+
+
+class ProcessGroupCollectives:
+    """Owns the ctypes callbacks (keep it alive as long as the communicator)."""
+
+    def __init__(self, group=None, ordered=True):
+        self.group = group
+        self.ordered = ordered
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        self.aborted = None  # the reason the engine gave, if it failed
+        self.struct = _lib.Collectives(
+            _lib.ALL_GATHER(self._guard(self._all_gather)),
+            _lib.REDUCE(self._guard(self._reduce_scatter)),
+            _lib.REDUCE(self._guard(self._all_reduce)),
+            _lib.BROADCAST(self._guard(self._broadcast)),
+            _lib.BARRIER(self._guard(self._barrier)),
+            _lib.ABORT(self._abort), None)
+
+    def _guard(self, fn):
+        def call(*args):
+            try:
+                fn(*args[:-2])  # user and stream are not needed on host devices
+                return 0
+            except BaseException as e:  # noqa: BLE001 - nothing may cross into C
+                _lib.lib().zero_comm_set_error(("%s: %s" % (type(e).__name__, e)).encode())
+                return 1
+        return call
+
+    def _abort(self, reason, user):
+        self.aborted = reason.decode(errors="replace") if reason else "aborted"
+
+    def _all_gather(self, send, recv, count, dtype):
+        dtype = _lib.TORCH_DTYPE[dtype]
+        out = _tensor(recv, count * self.world, dtype)
+        inp = _tensor(send, count, dtype)
+        if send == (recv or 0) + self.rank * count * out.element_size():
+            inp = inp.clone()  # in place (NCCL's rule): the input is part of the output
+        dist.all_gather_into_tensor(out, inp, group=self.group)
+
+    def _reduce_scatter(self, send, recv, count, dtype, op):
+        dtype = _lib.TORCH_DTYPE[dtype]
+        inp, out = _tensor(send, count * self.world, dtype), _tensor(recv, count, dtype)
+        if not self.ordered:
+            return self._native(dist.reduce_scatter_tensor, out, inp.clone(), op)
+        # Every rank's chunk number self.rank, in rank order.
+        mine = torch.empty_like(inp)
+        dist.all_to_all_single(mine, inp, group=self.group)
+        _reduce_in_order(mine.view(self.world, count), op, out)
+
+    def _all_reduce(self, send, recv, count, dtype, op):
+        dtype = _lib.TORCH_DTYPE[dtype]
+        inp, out = _tensor(send, count, dtype), _tensor(recv, count, dtype)
+        if not self.ordered:
+            if send != recv:
+                out.copy_(inp)
+            return self._native(dist.all_reduce, out, None, op)
+        # A reduce-scatter over padded chunks, then an all-gather.
+        chunk = -(-count // self.world)
+        padded = torch.zeros(chunk * self.world, dtype=dtype)
+        padded[:count] = inp
+        mine = torch.empty_like(padded)
+        dist.all_to_all_single(mine, padded, group=self.group)
+        reduced = torch.empty(chunk, dtype=dtype)
+        _reduce_in_order(mine.view(self.world, chunk), op, reduced)
+        dist.all_gather_into_tensor(padded, reduced, group=self.group)
+        out.copy_(padded[:count])
+
+    def _native(self, fn, out, inp, op):
+        ops = {_lib.SUM: dist.ReduceOp.SUM, _lib.MAX: dist.ReduceOp.MAX}
+        if op == _lib.AVG:  # gloo has no AVG: sum, then divide in fp32
+            args = (out, inp) if inp is not None else (out,)
+            fn(*args, op=dist.ReduceOp.SUM, group=self.group)
+            out.copy_(out.to(torch.float32) / self.world)
+            return
+        args = (out, inp) if inp is not None else (out,)
+        fn(*args, op=ops[op], group=self.group)
+
+    def _broadcast(self, send, recv, count, dtype, root):
+        dtype = _lib.TORCH_DTYPE[dtype]
+        out = _tensor(recv, count, dtype)
+        if self.rank == root and send != recv:
+            out.copy_(_tensor(send, count, dtype))
+        src = dist.get_global_rank(self.group, root) if self.group is not None else root
+        dist.broadcast(out, src=src, group=self.group)
+
+    def _barrier(self):
+        dist.barrier(group=self.group)

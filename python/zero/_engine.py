@@ -1,0 +1,122 @@
+"""One rank's engine as a Python object over the C ABI: its devices,
+communicator and engine handles, and tensors that alias its parameters."""
+
+import ctypes
+import json
+
+import torch
+import torch.distributed as dist
+
+from . import _comm, _lib
+from ._lib import check
+
+
+class Engine:
+    """Owns the three handles; close() (or garbage collection) frees them."""
+
+    def __init__(self, config, specs, devices_spec, group=None, ordered=True):
+        lib = _lib.lib()
+        self._lib = lib
+        self.handle = self.comm = self.devices = None
+        self.collectives = None
+        devices = ctypes.c_void_p()
+        check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
+              "creating devices '%s'" % devices_spec)
+        self.devices = devices
+        comm = ctypes.c_void_p()
+        if dist.is_available() and dist.is_initialized():
+            self.collectives = _comm.ProcessGroupCollectives(group, ordered)
+            self.rank, self.world = self.collectives.rank, self.collectives.world
+            check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
+                                       ctypes.byref(self.collectives.struct)),
+                  "creating the communicator")
+        else:
+            self.rank, self.world = 0, 1
+            check(lib.zero_comm_create_local(ctypes.byref(comm), 1, 60.0),
+                  "creating the communicator")
+        self.comm = comm
+        names = [s[0].encode() for s in specs]  # kept alive through the call
+        array = (_lib.ParamSpec * len(specs))(
+            *[_lib.ParamSpec(n, numel, module, group_)
+              for n, (_, numel, module, group_) in zip(names, specs)])
+        handle = ctypes.c_void_p()
+        self._check(lib.zero_engine_create(ctypes.byref(handle), json.dumps(config).encode(),
+                                           array, len(specs), self.comm, self.devices, 0),
+                    "creating the engine")
+        self.handle = handle
+
+    def _check(self, rc, what):
+        if rc != 0 and self.collectives is not None and self.collectives.aborted:
+            what = "%s (the communicator failed: %s)" % (what, self.collectives.aborted)
+        check(rc, what)
+
+    def view(self, index, shape):
+        """Parameter `index` as a tensor of `shape` aliasing the engine's memory."""
+        data, numel, dtype = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_int()
+        self._check(self._lib.zero_engine_param(self.handle, index, ctypes.byref(data),
+                                                ctypes.byref(numel), ctypes.byref(dtype)),
+                    "reading parameter %d" % index)
+        return _comm._tensor(data.value, numel.value, _lib.TORCH_DTYPE[dtype.value]).view(shape)
+
+    def set_param(self, index, values):
+        values = values.detach().to(torch.float32).contiguous()
+        self._check(self._lib.zero_engine_set_param(self.handle, index, values.data_ptr(),
+                                                    values.numel()),
+                    "setting parameter %d" % index)
+
+    def fetch(self, module):
+        self._check(self._lib.zero_engine_fetch(self.handle, module), "fetching module %d" % module)
+
+    def release(self, module):
+        self._check(self._lib.zero_engine_release(self.handle, module),
+                    "releasing module %d" % module)
+
+    def add_grad(self, index, grad):
+        code = _lib.CODE_OF.get(grad.dtype)
+        if code is None:
+            raise _lib.ZeroError("gradient of parameter %d is %s" % (index, grad.dtype))
+        grad = grad.contiguous()
+        self._check(self._lib.zero_engine_add_grad(self.handle, index, grad.data_ptr(),
+                                                   grad.numel(), code),
+                    "adding the gradient of parameter %d" % index)
+
+    def step(self):
+        self._check(self._lib.zero_engine_step(self.handle), "step")
+
+    def zero_grad(self):
+        self._check(self._lib.zero_engine_zero_grad(self.handle), "zero_grad")
+
+    def set_lr(self, group, lr):
+        self._check(self._lib.zero_engine_set_lr(self.handle, group, float(lr)),
+                    "setting the lr of param group %d" % group)
+
+    def loss_scale(self):
+        scale = ctypes.c_double()
+        self._check(self._lib.zero_engine_loss_scale(self.handle, ctypes.byref(scale)),
+                    "loss_scale")
+        return scale.value
+
+    def stats(self):
+        needed = ctypes.c_size_t()
+        self._check(self._lib.zero_engine_stats_json(self.handle, None, 0, ctypes.byref(needed)),
+                    "stats")
+        buffer = ctypes.create_string_buffer(needed.value)
+        self._check(self._lib.zero_engine_stats_json(self.handle, buffer, needed.value,
+                                                     ctypes.byref(needed)), "stats")
+        return json.loads(buffer.value.decode())
+
+    def close(self):
+        lib = self._lib
+        if self.handle:
+            lib.zero_engine_destroy(self.handle)
+        if self.comm:
+            lib.zero_comm_destroy(self.comm)
+        if self.devices:
+            lib.zero_devices_destroy(self.devices)
+        self.handle = self.comm = self.devices = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

@@ -1,0 +1,159 @@
+"""Stage 3 in a PyTorch model: parameters are empty tensors except while the
+engine has their module gathered, when they alias the gathered memory.
+
+- Forward: each module's pre-forward hook fetches the engine modules of its
+  own parameters (a tied weight's owner too) and its post-forward hook
+  releases them; calls nest, so a module called twice is fine.
+- A parameter used outside its module (F.linear(x, self.child.weight) in a
+  parent) is caught by a TorchFunctionMode active during the wrapped
+  model's forward: it fetches on first use and releases with the innermost
+  running module.
+- Backward: autograd must not keep pointers into memory that a release
+  frees, so saved-tensor hooks replace every saved view of a gathered
+  parameter by (parameter, offset, size, stride) and rebuild it in backward,
+  fetching the module again if needed. A module fetched for backward is
+  released once all its parameters' gradients have arrived, the rest when
+  backward ends.
+Not yet: activation checkpointing (its recomputation saves tensors under its
+own hooks, so they would point into released memory)."""
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+
+class _Saved:
+    __slots__ = ("entry", "offset", "size", "stride")
+
+    def __init__(self, entry, t):
+        self.entry, self.offset = entry, t.storage_offset()
+        self.size, self.stride = t.size(), t.stride()
+
+
+class Stage3:
+    def __init__(self, state):
+        self.state = state
+        self.engine = state.engine
+        self.members = state.members  # engine module -> its parameter entries
+        self.count = [0] * len(self.members)
+        self.by_storage = {}  # data_ptr of a gathered parameter's storage -> entry
+        self.frames = []  # per running module (and the root): engine modules it holds
+        self.held_for_backward = {}
+        self.pending = [len(m) for m in self.members]
+        self.busy = False  # inside fetch or release: their own tensor calls pass the mode
+        self.empty = torch.empty(0, dtype=state.dtype)
+        for entries in self.members:
+            for e in entries:
+                e.param.data = self.empty
+
+    # ---- fetch and release, counted here as in the engine ----
+    def fetch(self, m):
+        self.engine.fetch(m)
+        self.count[m] += 1
+        if self.count[m] == 1:
+            self.busy = True
+            try:
+                for e in self.members[m]:
+                    view = self.engine.view(e.index, e.shape)
+                    e.param.data = view
+                    self.by_storage[view.untyped_storage().data_ptr()] = e
+            finally:
+                self.busy = False
+
+    def release(self, m):
+        self.count[m] -= 1
+        if self.count[m] == 0:
+            self.busy = True
+            try:
+                for e in self.members[m]:
+                    self.by_storage.pop(e.param.data.untyped_storage().data_ptr(), None)
+                    e.param.data = self.empty
+            finally:
+                self.busy = False
+        self.engine.release(m)
+
+    # ---- forward ----
+    def install(self, model):
+        handles = []
+        for module in model.modules():
+            uses = self.state.uses.get(module)
+            if not uses:
+                continue
+            handles.append(module.register_forward_pre_hook(
+                lambda mod, args, uses=uses: self._enter(uses)))
+            handles.append(module.register_forward_hook(
+                lambda mod, args, out: self._leave(), always_call=True))
+        return handles
+
+    def _enter(self, uses):
+        self.frames.append(list(uses))
+        for m in uses:
+            self.fetch(m)
+
+    def _leave(self):
+        for m in reversed(self.frames.pop()):
+            self.release(m)
+
+    def run_forward(self, forward, args, kwargs):
+        """The wrapped model's forward: a root frame, the mode, the saved-tensor hooks."""
+        self.frames.append([])
+        try:
+            with _FetchOnUse(self), torch.autograd.graph.saved_tensors_hooks(
+                    self._pack, self._unpack):
+                return forward(*args, **kwargs)
+        finally:
+            self._leave()
+
+    def ensure(self, values):
+        if self.busy:
+            return
+        for v in values:
+            if isinstance(v, torch.nn.Parameter):
+                e = self.state.by_param.get(id(v))
+                if e is not None and self.count[e.module] == 0:
+                    self.fetch(e.module)
+                    self.frames[-1].append(e.module)
+            elif isinstance(v, (list, tuple)):
+                self.ensure(v)
+
+    # ---- backward ----
+    def _pack(self, t):
+        if t.layout != torch.strided or t.device.type != "cpu":
+            return t
+        e = self.by_storage.get(t.untyped_storage().data_ptr())
+        return t if e is None else _Saved(e, t)
+
+    def _unpack(self, saved):
+        if not isinstance(saved, _Saved):
+            return saved
+        e = saved.entry
+        if self.count[e.module] == 0:
+            self.state.begin_backward()
+            self.fetch(e.module)
+            self.held_for_backward[e.module] = self.held_for_backward.get(e.module, 0) + 1
+        return torch.as_strided(e.param.data, saved.size, saved.stride, saved.offset)
+
+    def grad_done(self, e):
+        self.pending[e.module] -= 1
+        if self.pending[e.module] == 0:
+            self._release_held(e.module)
+
+    def _release_held(self, m):
+        for _ in range(self.held_for_backward.pop(m, 0)):
+            self.release(m)
+
+    def end_backward(self):
+        for m in list(self.held_for_backward):
+            self._release_held(m)
+        self.pending = [len(m) for m in self.members]
+
+
+class _FetchOnUse(TorchFunctionMode):
+    def __init__(self, stage3):
+        super().__init__()
+        self.stage3 = stage3
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.stage3.ensure(args)
+        self.stage3.ensure(kwargs.values())
+        return func(*args, **kwargs)

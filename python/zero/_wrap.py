@@ -1,0 +1,237 @@
+"""zero.wrap: registers a PyTorch model's trainable parameters with one
+engine per process and makes the user's training loop drive it.
+
+Below stage 3 every parameter's .data aliases the engine's whole parameter
+buffer for good (zero copies; the step updates it in place). Gradients go
+to the engine from post-accumulate-grad hooks, which copy them (AddGrad; an
+in-place gradient view is issue 10's) and drop p.grad. optimizer.step() is
+the engine's Step, with the param groups' current lr; zero_grad() its
+ZeroGrad. Stage 3 is _stage3.py."""
+
+import torch
+import torch.distributed as dist
+
+from . import _config
+from ._engine import Engine
+from ._lib import ZeroError
+from ._stage3 import Stage3
+
+_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+class _Entry:
+    __slots__ = ("index", "name", "param", "shape", "module", "group")
+
+    def __init__(self, index, name, param, module, group):
+        self.index, self.name, self.param = index, name, param
+        self.shape, self.module, self.group = tuple(param.shape), module, group
+
+
+def _groups_of(model_params, optimizer):
+    """Param id -> its group index; errors for a parameter in two groups,
+    one the model lacks, or a trainable one the optimizer lacks."""
+    group_of, names = {}, {id(p): n for n, p in model_params}
+    for i, group in enumerate(optimizer.param_groups):
+        for p in group["params"]:
+            if id(p) in group_of:
+                raise ZeroError("parameter '%s' is in param groups %d and %d"
+                                % (names.get(id(p), "?"), group_of[id(p)], i))
+            if id(p) not in names:
+                raise ZeroError("the optimizer's param group %d holds a parameter of shape %s "
+                                "that is not in the model" % (i, tuple(p.shape)))
+            group_of[id(p)] = i
+    for name, p in model_params:
+        if p.requires_grad and id(p) not in group_of:
+            raise ZeroError("parameter '%s' is trainable but in no param group of the "
+                            "optimizer" % name)
+    return group_of
+
+
+class _State:
+    """Everything wrap sets up for one model (model._zero_state)."""
+
+    def __init__(self, model, optimizer, config, group):
+        engine_cfg, options = _config.engine_config(config, _world(group))
+        engine_cfg["optimizer"] = _config.optimizer_config(optimizer)
+        self.optimizer_cfg = engine_cfg["optimizer"]
+        self.stage = engine_cfg.get("stage", 0)
+        self.dtype = _DTYPES[engine_cfg.get("param_dtype", "f32")]
+        named = list(model.named_parameters())
+        group_of = _groups_of(named, optimizer)
+        self._register(model, named, group_of)
+        _cast_rest(model, self.by_param, self.dtype)
+        _broadcast_from_rank0(model, group)
+        specs = [(e.name, e.param.numel(), e.module, e.group) for e in self.entries]
+        devices = options.get("devices") or "host:1x64GiB"
+        self.engine = Engine(engine_cfg, specs, devices, group,
+                             options.get("ordered_reductions", True))
+        for e in self.entries:
+            self.engine.set_param(e.index, e.param.data)
+        self.stage3 = Stage3(self) if self.stage == 3 else None
+        if self.stage3 is None:
+            for e in self.entries:
+                e.param.data = self.engine.view(e.index, e.shape)
+        self.lrs = [None] * len(optimizer.param_groups)
+        self.param_groups = optimizer.param_groups
+        self.got = set()
+        self.in_backward = False
+
+    def _register(self, model, named, group_of):
+        """Entries in named_parameters order. Each module that first holds a
+        trainable parameter is one engine module; `uses` lists, per module,
+        the engine modules of its own parameters (a tied weight's owner too)."""
+        trainable = {id(p) for _, p in named if p.requires_grad}
+        owner, self.uses, self.members = {}, {}, []
+        for module in model.modules():
+            uses, mine = [], None
+            for p in module._parameters.values():
+                if p is None or id(p) not in trainable:
+                    continue
+                if id(p) not in owner:
+                    if mine is None:
+                        mine = len(self.members)
+                        self.members.append([])
+                    owner[id(p)] = mine
+                if owner[id(p)] not in uses:
+                    uses.append(owner[id(p)])
+            if uses:
+                self.uses[module] = uses
+        self.entries, self.by_param = [], {}
+        for name, p in named:
+            if id(p) in trainable:
+                e = _Entry(len(self.entries), name, p, owner[id(p)], group_of[id(p)])
+                self.entries.append(e)
+                self.by_param[id(p)] = e
+                self.members[e.module].append(e)
+
+    # ---- the training loop's calls ----
+    def on_grad(self, p):
+        e = self.by_param[id(p)]
+        self.begin_backward()
+        self.engine.add_grad(e.index, p.grad)
+        p.grad = None
+        self.got.add(e.index)
+        if self.stage3 is not None:
+            self.stage3.grad_done(e)
+
+    def begin_backward(self):
+        if self.in_backward:
+            return
+        self.in_backward = True
+        self.sync_lr()  # before any gradient: offload may step units during backward
+        torch.autograd.Variable._execution_engine.queue_callback(self.end_backward)
+
+    def end_backward(self):
+        """Parameters that got no gradient this backward contribute zeros."""
+        self.in_backward = False
+        for e in self.entries:
+            if e.index not in self.got:
+                self.engine.add_grad(e.index, torch.zeros(e.shape, dtype=self.dtype))
+        self.got.clear()
+        if self.stage3 is not None:
+            self.stage3.end_backward()
+
+    def sync_lr(self):
+        for i, group in enumerate(self.param_groups):
+            for key, value in self.optimizer_cfg["groups"][i].items():
+                now = list(group[key]) if key == "betas" else group[key]
+                if key != "lr" and now != value:
+                    raise ZeroError("param group %d's '%s' changed after zero.wrap (%r -> %r): "
+                                    "only lr may change" % (i, key, value, now))
+            lr = float(group["lr"])
+            if lr != self.lrs[i]:
+                self.engine.set_lr(i, lr)
+                self.lrs[i] = lr
+
+
+def _world(group):
+    return dist.get_world_size(group) if dist.is_available() and dist.is_initialized() else 1
+
+
+def _cast_rest(model, managed, dtype):
+    """bf16/fp16: the frozen parameters and float buffers too (as DeepSpeed)."""
+    if dtype == torch.float32:
+        return
+    for p in model.parameters():
+        if id(p) not in managed and p.is_floating_point():
+            p.data = p.data.to(dtype)
+    for b in model.buffers():
+        if b.is_floating_point():
+            b.data = b.data.to(dtype)
+
+
+def _broadcast_from_rank0(model, group):
+    """As DDP: every process starts from rank 0's parameters and buffers."""
+    if _world(group) == 1:
+        return
+    src = dist.get_global_rank(group, 0) if group is not None else 0
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            dist.broadcast(t.data, src=src, group=group)
+
+
+class ZeroOptimizer(torch.optim.Optimizer):
+    """The optimizer zero.wrap returns: the user's param groups (shared, so a
+    scheduler on either sees the same lr), stepped by the engine."""
+
+    def __init__(self, state, optimizer):
+        super().__init__([{"params": [p for p in g["params"]]} for g in optimizer.param_groups],
+                         {})
+        self.param_groups = optimizer.param_groups
+        self.defaults = optimizer.defaults
+        self._zero_state = state
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise ZeroError("optimizer.step(closure) is not supported")
+        self._zero_state.sync_lr()
+        self._zero_state.engine.step()
+
+    def zero_grad(self, set_to_none=True):
+        self._zero_state.engine.zero_grad()
+        for e in self._zero_state.entries:
+            e.param.grad = None
+
+    def loss_scale(self):
+        """fp16: multiply the loss by this before backward (1 otherwise)."""
+        return self._zero_state.engine.loss_scale()
+
+    def state_dict(self):
+        raise ZeroError("optimizer state_dict is not supported yet (use zero checkpoints)")
+
+    def load_state_dict(self, state_dict):
+        raise ZeroError("optimizer load_state_dict is not supported yet")
+
+
+def wrap(model, optimizer, config=None, group=None):
+    if getattr(model, "_zero_state", None) is not None:
+        raise ZeroError("this model is already wrapped by zero.wrap")
+    if isinstance(optimizer, ZeroOptimizer):
+        raise ZeroError("this optimizer is already wrapped by zero.wrap")
+    state = _State(model, optimizer, config, group)
+    for e in state.entries:
+        e.param.register_post_accumulate_grad_hook(state.on_grad)
+    if state.stage3 is not None:
+        state.stage3.install(model)
+        forward = model.forward
+        model.forward = lambda *a, **k: state.stage3.run_forward(forward, a, k)
+    model._zero_state = state
+    return model, ZeroOptimizer(state, optimizer)
+
+
+def full_parameters(model):
+    """{name: fp32 copy} of every parameter the engine holds, whole. Collective
+    at stage 3 (every rank must call it), where it gathers module by module."""
+    state = getattr(model, "_zero_state", None)
+    if state is None:
+        raise ZeroError("the model is not wrapped by zero.wrap")
+    out = {}
+    for m, entries in enumerate(state.members):
+        if state.stage3 is not None:
+            state.stage3.fetch(m)
+        for e in entries:
+            out[e.name] = e.param.data.detach().to(torch.float32, copy=True)
+        if state.stage3 is not None:
+            state.stage3.release(m)
+    return out

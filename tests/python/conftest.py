@@ -1,0 +1,33 @@
+"""Runs zero_worker.py under torchrun once per world size (module fixtures)
+and hands its JSON results to the tests."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_torchrun(tmp_path, world, cases, steps):
+    cases_file, out = tmp_path / "cases.json", tmp_path / "results.json"
+    cases_file.write_text(json.dumps(cases))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=%d" % world,
+           "--master_addr=127.0.0.1", "--master_port=%d" % _free_port(),
+           str(HERE / "zero_worker.py"), "--cases", str(cases_file), "--out", str(out),
+           "--steps", str(steps)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail("torchrun failed (%d):\n%s" % (proc.returncode, proc.stderr[-6000:]))
+    return json.loads(out.read_text())

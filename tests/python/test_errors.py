@@ -1,0 +1,109 @@
+"""zero.wrap's bad input, each a ZeroError naming what is wrong (one
+process, no torch.distributed: a group of one)."""
+
+import json
+
+import pytest
+import torch
+
+import zero
+from zero.examples.gpt import GPT, batch, loss_fn, param_groups
+
+
+def _model_and_adamw():
+    torch.manual_seed(0)
+    model = GPT()
+    return model, torch.optim.AdamW(param_groups(model), lr=1e-3, foreach=False)
+
+
+def _raises(match, model, optimizer, config=None):
+    with pytest.raises(zero.ZeroError, match=match):
+        zero.wrap(model, optimizer, config)
+
+
+def test_wrap_twice():
+    model, opt = _model_and_adamw()
+    model, opt2 = zero.wrap(model, opt, {})
+    _raises("already wrapped", model, opt)
+    _raises("optimizer is already wrapped", GPT(), opt2)
+
+
+def test_parameter_missing_from_the_optimizer():
+    model = GPT()
+    opt = torch.optim.AdamW(model.blocks.parameters())
+    _raises("parameter 'wte.weight' is trainable but in no param group", model, opt)
+
+
+def test_parameter_in_two_groups():
+    model = GPT()
+    opt = torch.optim.SGD([{"params": [model.proj.weight]}, {"params": [model.ln_f.weight]}])
+    opt.param_groups[1]["params"].append(model.proj.weight)  # torch itself refuses duplicates
+    _raises("parameter 'proj.weight' is in param groups 0 and 1", model, opt)
+
+
+def test_parameter_outside_the_model():
+    model = GPT()
+    opt = torch.optim.AdamW(list(model.parameters()) + [torch.nn.Parameter(torch.ones(3))])
+    _raises(r"holds a parameter of shape \(3,\) that is not in the model", model, opt)
+
+
+def test_unsupported_optimizer_and_options():
+    model = GPT()
+    _raises("optimizer RMSprop is not supported", model, torch.optim.RMSprop(model.parameters()))
+    _raises("'amsgrad'", model, torch.optim.Adam(model.parameters(), amsgrad=True))
+
+
+@pytest.mark.parametrize("config, match", [
+    ({"zero_optimization": {"stage": 4}}, "'zero_optimization.stage'"),
+    ({"zero_optimization": {"stage": 2, "stage3_prefetch_bucketsize": 1}},
+     "'zero_optimization.stage3_prefetch_bucketsize' is unknown"),
+    ({"fp16": {"enabled": True, "loss_scale": 128}}, "'fp16.loss_scale'"),
+    ({"optimizer": {"type": "Adam"}}, "'optimizer': zero.wrap takes the torch optimizer"),
+    ({"zero_optimization": {"stage": 1, "offload_param": {"device": "cpu"}}},
+     "offload_param' needs stage >= 3"),
+    ({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4,
+      "gradient_accumulation_steps": 2}, "train_batch_size 10"),
+    ({"activation_checkpointing": {}}, "'activation_checkpointing' is unknown"),
+])
+def test_bad_config_key(config, match):
+    model, opt = _model_and_adamw()
+    _raises(match, model, opt, config)
+
+
+def test_config_from_a_json_file(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3}, "steps_per_print": 10}))
+    model, opt = _model_and_adamw()
+    model, opt = zero.wrap(model, opt, str(path))
+    assert zero.memory_summary(model)["stage"] == 3
+
+
+def test_changing_more_than_lr_is_an_error():
+    model, opt = _model_and_adamw()
+    model, opt = zero.wrap(model, opt, {})
+    opt.param_groups[0]["weight_decay"] = 0.5
+    x, y = batch(0, 0, 0)
+    with pytest.raises(zero.ZeroError, match="param group 0's 'weight_decay' changed"):
+        opt.step()
+
+
+def test_lr_change_takes_effect_next_step():
+    model, opt = _model_and_adamw()
+    model, opt = zero.wrap(model, opt, {"zero_optimization": {"stage": 2}})
+    for group in opt.param_groups:
+        group["lr"] = 0.0
+    before = zero.full_parameters(model)
+    x, y = batch(0, 0, 0)
+    loss_fn(model(x), y).backward()
+    opt.step()
+    after = zero.full_parameters(model)
+    assert all(torch.equal(before[n], after[n]) for n in before)  # AdamW with lr 0
+
+
+def test_engine_errors_surface_as_zero_errors():
+    model, opt = _model_and_adamw()
+    model, opt = zero.wrap(model, opt, {"gradient_accumulation_steps": 2})
+    x, y = batch(0, 0, 0)
+    loss_fn(model(x), y).backward()
+    with pytest.raises(zero.ZeroError, match="step failed"):
+        opt.step()  # one micro-batch of two

@@ -1,0 +1,123 @@
+#include "zero/capi/callback_communicator.h"
+
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace zero {
+namespace {
+
+thread_local std::string callback_error;
+
+}  // namespace
+
+void SetCallbackError(std::string_view message) { callback_error.assign(message); }
+
+int NcclDType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return ZERO_F32;
+    case DType::kBF16:
+      return ZERO_BF16;
+    case DType::kF16:
+      return ZERO_F16;
+  }
+  return -1;
+}
+
+int NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ZERO_SUM;
+    case ReduceOp::kMax:
+      return ZERO_MAX;
+    case ReduceOp::kAvg:
+      return ZERO_AVG;
+  }
+  return -1;
+}
+
+absl::StatusOr<DType> DTypeFromNccl(int code) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+    if (NcclDType(d) == code) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype code %d is not f32 (7), bf16 (9) or f16 (6)", code));
+}
+
+absl::StatusOr<ReduceOp> ReduceOpFromNccl(int code) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+    if (NcclOp(op) == code) return op;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("reduction code %d is not sum (0), max (2) or avg (4)", code));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CallbackCommunicator::Create(
+    int rank, int world_size, const zero_collectives& fns) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d of world size %d", rank, world_size));
+  }
+  if (!fns.all_gather || !fns.reduce_scatter || !fns.all_reduce || !fns.broadcast ||
+      !fns.barrier) {
+    return absl::InvalidArgumentError(
+        "every collective (all_gather, reduce_scatter, all_reduce, broadcast, barrier) is required");
+  }
+  return std::unique_ptr<Communicator>(new CallbackCommunicator(rank, world_size, fns));
+}
+
+void CallbackCommunicator::Abort(const absl::Status& reason) {
+  const absl::Status status = reason.ok() ? absl::CancelledError("aborted") : reason;
+  {
+    std::lock_guard lock(mu_);
+    if (!failed_.ok()) return;  // told once
+    failed_ = status;
+  }
+  if (fns_.abort) fns_.abort(std::string(status.message()).c_str(), fns_.user);
+}
+
+int CallbackCommunicator::Call(const CollectiveCall& call, const void* send, void* recv,
+                               void* stream) const {
+  const int dtype = NcclDType(call.dtype);
+  switch (call.kind) {
+    case CollectiveKind::kAllGather:
+      return fns_.all_gather(send, recv, call.count, dtype, fns_.user, stream);
+    case CollectiveKind::kReduceScatter:
+      return fns_.reduce_scatter(send, recv, call.count, dtype, NcclOp(call.op), fns_.user,
+                                 stream);
+    case CollectiveKind::kAllReduce:
+      return fns_.all_reduce(send, recv, call.count, dtype, NcclOp(call.op), fns_.user, stream);
+    case CollectiveKind::kBroadcast:
+      return fns_.broadcast(send, recv, call.count, dtype, call.root, fns_.user, stream);
+    case CollectiveKind::kBarrier:
+      return fns_.barrier(fns_.user, stream);
+  }
+  return -1;
+}
+
+absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const void* send,
+                                           void* recv, Stream* stream,
+                                           const absl::Status& invalid) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failed_.ok()) return failed_;
+  }
+  if (!invalid.ok()) {
+    Abort(invalid);
+    return invalid;
+  }
+  if (stream != nullptr) {
+    if (absl::Status s = stream->Synchronize(); !s.ok()) return s;
+  }
+  callback_error.clear();
+  const int code = Call(call, send, recv, stream ? stream->native_handle() : nullptr);
+  if (code == 0) return absl::OkStatus();
+  const absl::Status failed = absl::InternalError(absl::StrFormat(
+      "rank %d: the %s callback failed (code %d)%s%s", rank_, call.ToString(), code,
+      callback_error.empty() ? "" : ": ", callback_error));
+  Abort(failed);
+  return failed;
+}
+
+}  // namespace zero

@@ -1,0 +1,313 @@
+// The C functions of libzero_engine.so over Engine, DeviceSystem and the
+// communicators: each turns its arguments into C++ calls, its status into
+// an int and a thread-local text, and lets no exception cross the boundary.
+#include "zero/capi/zero_engine.h"
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/json.h"
+#include "base/status_macros.h"
+#include "memory/device_system.h"
+#include "zero/capi/callback_communicator.h"
+#include "zero/capi/engine_json.h"
+#include "zero/capi/param_groups.h"
+#include "zero/comm/local_communicator.h"
+#include "zero/engine.h"
+
+struct zero_devices {
+  std::unique_ptr<zero::DeviceSystem> system;
+};
+struct zero_comm {
+  std::unique_ptr<zero::Communicator> comm;
+};
+struct zero_engine {
+  std::unique_ptr<zero::GroupedOptimizer> optimizer;  // outlives the engine
+  std::unique_ptr<zero::Engine> engine;
+};
+
+namespace zero {
+namespace {
+
+thread_local std::string last_error;
+
+int Return(const absl::Status& status) {
+  if (status.ok()) return 0;
+  last_error = status.ToString();
+  return static_cast<int>(status.code());
+}
+
+// Runs `body` (returning absl::Status) with nothing escaping but the code.
+template <class Body>
+int Guard(Body body) {
+  try {
+    return Return(body());
+  } catch (const std::exception& e) {
+    return Return(absl::InternalError(absl::StrCat("unexpected exception: ", e.what())));
+  } catch (...) {
+    return Return(absl::InternalError("unexpected exception"));
+  }
+}
+
+absl::Status Required(const void* p, absl::string_view what) {
+  if (p != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " is null"));
+}
+
+absl::StatusOr<std::vector<ParamSpec>> Specs(const zero_param_spec* params, int n,
+                                             std::vector<int>& groups) {
+  if (n < 0 || (n > 0 && params == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%d parameters at %p", n, params));
+  }
+  std::vector<ParamSpec> specs;
+  for (int i = 0; i < n; ++i) {
+    if (params[i].name == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat("parameter %d has no name", i));
+    }
+    specs.push_back({params[i].name, params[i].numel, params[i].module});
+    groups.push_back(params[i].group);
+  }
+  return specs;
+}
+
+absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
+                          const zero_param_spec* params, int num_params, zero_comm_t comm,
+                          zero_devices_t devices, int device) {
+  RETURN_IF_ERROR(Required(out, "engine"));
+  *out = nullptr;
+  RETURN_IF_ERROR(Required(config_json, "config_json"));
+  RETURN_IF_ERROR(Required(comm, "comm"));
+  RETURN_IF_ERROR(Required(devices, "devices"));
+  std::vector<int> groups;
+  absl::StatusOr<EngineSetup> setup = ParseEngineSetup(config_json);
+  absl::StatusOr<std::vector<ParamSpec>> specs =
+      setup.ok() ? Specs(params, num_params, groups) : setup.status();
+  absl::StatusOr<std::unique_ptr<GroupedOptimizer>> optimizer =
+      specs.ok() ? GroupedOptimizer::Create(setup->optimizer) : specs.status();
+  if (!optimizer.ok()) {
+    // The peers are about to wait for this rank in Engine::Create.
+    comm->comm->Abort(optimizer.status());
+    return optimizer.status();
+  }
+  auto handle = std::make_unique<zero_engine>();
+  handle->optimizer = *std::move(optimizer);
+  ASSIGN_OR_RETURN(handle->engine,
+                   Engine::Create(setup->config, *std::move(specs), handle->optimizer.get(),
+                                  comm->comm.get(), devices->system.get(), device));
+  RETURN_IF_ERROR(handle->optimizer->Bind(*handle->engine, comm->comm->rank(), groups));
+  *out = handle.release();
+  return absl::OkStatus();
+}
+
+std::string StatsJson(const Engine& engine) {
+  const EngineStats s = engine.stats();
+  const Layout& layout = engine.layout();
+  std::string out = absl::StrFormat(
+      "{\"steps\":%d,\"skipped_steps\":%d,\"loss_scale\":%.17g,\"last_grad_norm\":%.17g,"
+      "\"micro_batches\":%d,\"host_bytes\":%d,\"peak_host_bytes\":%d,"
+      "\"early_unit_updates\":%d,\"live_gathered_elements\":%d,\"params\":%d,\"numel\":%d,"
+      "\"padded_numel\":%d,\"shard_numel\":%d,\"world_size\":%d,\"stage\":%d,\"pool\":%s,"
+      "\"comm\":{",
+      s.steps, s.skipped_steps, s.loss_scale, s.last_grad_norm, s.micro_batches, s.host_bytes,
+      s.peak_host_bytes, s.early_unit_updates, engine.live_gathered_elements(),
+      layout.params().size(), layout.numel(), layout.padded_numel(), layout.shard_numel(),
+      layout.world_size(), engine.config().stage, PoolStatsJson(s.pool));
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    const OpStats& op = s.comm.by_kind[k];
+    absl::StrAppendFormat(&out, "%s\"%s\":{\"calls\":%d,\"bytes_sent\":%d,\"bytes_received\":%d}",
+                          k == 0 ? "" : ",", Name(static_cast<CollectiveKind>(k)), op.calls,
+                          op.bytes_sent, op.bytes_received);
+  }
+  out += "}}";
+  return out;
+}
+
+}  // namespace
+}  // namespace zero
+
+using zero::Guard;
+using zero::Required;
+
+extern "C" {
+
+const char* zero_engine_last_error(void) { return zero::last_error.c_str(); }
+
+int zero_devices_create(zero_devices_t* devices, const char* spec) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(devices, "devices"));
+    *devices = nullptr;
+    absl::StatusOr<zero::DeviceSpec> parsed = spec == nullptr || *spec == '\0'
+                                                  ? zero::DeviceSpecFromEnvironment()
+                                                  : zero::ParseDeviceSpec(spec);
+    RETURN_IF_ERROR(parsed.status());
+    auto handle = std::make_unique<zero_devices>();
+    ASSIGN_OR_RETURN(handle->system, zero::DeviceSystem::Create(*parsed));
+    *devices = handle.release();
+    return absl::OkStatus();
+  });
+}
+
+int zero_devices_count(zero_devices_t devices, int* count) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(devices, "devices"));
+    RETURN_IF_ERROR(Required(count, "count"));
+    *count = devices->system->device_count();
+    return absl::OkStatus();
+  });
+}
+
+int zero_devices_destroy(zero_devices_t devices) {
+  return Guard([&] {
+    delete devices;
+    return absl::OkStatus();
+  });
+}
+
+int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_seconds) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(comms, "comms"));
+    if (!(timeout_seconds > 0)) {
+      return absl::InvalidArgumentError(absl::StrFormat("timeout %g s", timeout_seconds));
+    }
+    zero::LocalGroup::Options options;
+    options.timeout = absl::Seconds(timeout_seconds);
+    ASSIGN_OR_RETURN(auto group, zero::LocalGroup::Create(world_size, options));
+    for (int r = 0; r < world_size; ++r) {
+      comms[r] = new zero_comm{std::move(group[r])};
+    }
+    return absl::OkStatus();
+  });
+}
+
+int zero_comm_create(zero_comm_t* comm, int rank, int world_size,
+                     const zero_collectives* collectives) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(comm, "comm"));
+    *comm = nullptr;
+    RETURN_IF_ERROR(Required(collectives, "collectives"));
+    ASSIGN_OR_RETURN(auto made, zero::CallbackCommunicator::Create(rank, world_size, *collectives));
+    *comm = new zero_comm{std::move(made)};
+    return absl::OkStatus();
+  });
+}
+
+void zero_comm_set_error(const char* message) {
+  zero::SetCallbackError(message == nullptr ? "" : message);
+}
+
+int zero_comm_destroy(zero_comm_t comm) {
+  return Guard([&] {
+    delete comm;
+    return absl::OkStatus();
+  });
+}
+
+int zero_engine_create(zero_engine_t* engine, const char* config_json,
+                       const zero_param_spec* params, int num_params, zero_comm_t comm,
+                       zero_devices_t devices, int device) {
+  return Guard([&] {
+    return zero::CreateEngine(engine, config_json, params, num_params, comm, devices, device);
+  });
+}
+
+int zero_engine_destroy(zero_engine_t engine) {
+  return Guard([&] {
+    delete engine;
+    return absl::OkStatus();
+  });
+}
+
+int zero_engine_param(zero_engine_t engine, int param, void** data, size_t* numel, int* dtype) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(data, "data"));
+    ASSIGN_OR_RETURN(zero::Engine::ParamView view, engine->engine->param_view(param));
+    *data = view.data;
+    if (numel != nullptr) *numel = view.numel;
+    if (dtype != nullptr) *dtype = zero::NcclDType(view.dtype);
+    return absl::OkStatus();
+  });
+}
+
+int zero_engine_set_param(zero_engine_t engine, int param, const float* values, size_t numel) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    if (numel > 0) RETURN_IF_ERROR(Required(values, "values"));
+    return engine->engine->SetParam(param, {values, numel});
+  });
+}
+
+int zero_engine_fetch(zero_engine_t engine, int module) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    return engine->engine->Fetch(module);
+  });
+}
+
+int zero_engine_release(zero_engine_t engine, int module) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    return engine->engine->Release(module);
+  });
+}
+
+int zero_engine_add_grad(zero_engine_t engine, int param, const void* grad, size_t numel,
+                         int dtype) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    ASSIGN_OR_RETURN(zero::DType type, zero::DTypeFromNccl(dtype));
+    return engine->engine->AddGrad(param, grad, numel, type);
+  });
+}
+
+int zero_engine_step(zero_engine_t engine) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    return engine->engine->Step();
+  });
+}
+
+int zero_engine_zero_grad(zero_engine_t engine) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    return engine->engine->ZeroGrad();
+  });
+}
+
+int zero_engine_set_lr(zero_engine_t engine, int group, double lr) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    return engine->optimizer->SetGroupLr(group, lr);
+  });
+}
+
+int zero_engine_loss_scale(zero_engine_t engine, double* scale) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(scale, "scale"));
+    *scale = engine->engine->loss_scale();
+    return absl::OkStatus();
+  });
+}
+
+int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size_t* needed) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(needed, "needed"));
+    const std::string json = zero::StatsJson(*engine->engine);
+    *needed = json.size() + 1;
+    if (buffer != nullptr && size > 0) {
+      const size_t n = std::min(size - 1, json.size());
+      std::memcpy(buffer, json.data(), n);
+      buffer[n] = '\0';
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // extern "C"

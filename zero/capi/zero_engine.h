@@ -1,0 +1,146 @@
+/* The C ABI of the ZeRO engine (libzero_engine.so): what the Python package
+ * (python/zero) and other languages drive. It links neither libtorch nor
+ * Python, so one build serves any interpreter that can call C (ctypes).
+ *
+ * Style is NCCL's: every function returns an int status, 0 on success, else
+ * an absl::StatusCode (3 invalid argument, 9 failed precondition, 13
+ * internal, ...), with the text in zero_engine_last_error(); outputs come
+ * back through pointers; nothing throws or aborts across the boundary.
+ * Handles are owned by the caller and destroyed explicitly, engines before
+ * the communicator and devices they use. One thread drives one engine (and
+ * its communicator); different engines may run on different threads.
+ *
+ * Dtype codes are NCCL's ncclDataType_t (6 f16, 7 f32, 9 bf16); reduction
+ * codes its ncclRedOp_t (0 sum, 2 max, 4 avg). */
+#ifndef ZERO_CAPI_ZERO_ENGINE_H_
+#define ZERO_CAPI_ZERO_ENGINE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { ZERO_F16 = 6, ZERO_F32 = 7, ZERO_BF16 = 9 };
+enum { ZERO_SUM = 0, ZERO_MAX = 2, ZERO_AVG = 4 };
+
+typedef struct zero_devices* zero_devices_t;
+typedef struct zero_comm* zero_comm_t;
+typedef struct zero_engine* zero_engine_t;
+
+/* The text of this thread's latest failure ("" if none); valid until the
+ * thread's next call into the library. */
+const char* zero_engine_last_error(void);
+
+/* ---- Devices: memory/device_system.h ----
+ * `spec` is "auto" (cards if present, else host devices), "cuda",
+ * "host:2x1GiB", "meta:8x80GB"; NULL or "" reads $ZERO_DEVICES (else auto). */
+int zero_devices_create(zero_devices_t* devices, const char* spec);
+int zero_devices_count(zero_devices_t devices, int* count);
+int zero_devices_destroy(zero_devices_t devices);
+
+/* ---- Communicators ----
+ * Local: `world_size` ranks as threads of this process (comms[r] is rank r),
+ * each driven by its own thread; a rank that waits longer than
+ * `timeout_seconds` for its peers fails the group. */
+int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_seconds);
+
+/* The caller's collectives, in NCCL's argument order, `user` in place of the
+ * communicator. Each runs synchronously (recv holds the result when it
+ * returns) and returns 0, or non-zero after zero_comm_set_error(text). Counts
+ * are per rank, as in NCCL; in place is NCCL's (all-gather send == recv +
+ * rank * count, reduce-scatter recv == send + rank * count). `stream` is the
+ * engine's stream (a cudaStream_t on cards, NULL on host devices), already
+ * synchronized. `abort` (may be NULL) is called when this rank fails, so the
+ * caller can bring its peers down instead of letting them wait. */
+typedef struct zero_collectives {
+  int (*all_gather)(const void* send, void* recv, size_t count, int dtype, void* user,
+                    void* stream);
+  int (*reduce_scatter)(const void* send, void* recv, size_t count, int dtype, int op,
+                        void* user, void* stream);
+  int (*all_reduce)(const void* send, void* recv, size_t count, int dtype, int op, void* user,
+                    void* stream);
+  int (*broadcast)(const void* send, void* recv, size_t count, int dtype, int root, void* user,
+                   void* stream);
+  int (*barrier)(void* user, void* stream);
+  void (*abort)(const char* reason, void* user);
+  void* user;
+} zero_collectives;
+
+/* Rank `rank` of `world_size` over `collectives` (copied). */
+int zero_comm_create(zero_comm_t* comm, int rank, int world_size,
+                     const zero_collectives* collectives);
+/* For a collective callback about to return non-zero: the error's text. */
+void zero_comm_set_error(const char* message);
+int zero_comm_destroy(zero_comm_t comm);
+
+/* ---- Engines: zero/engine.h ---- */
+typedef struct zero_param_spec {
+  const char* name;  /* unique */
+  size_t numel;
+  int module;  /* stage 3 fetches by module: the module that uses it */
+  int group;   /* its optimizer parameter group, index into optimizer.groups */
+} zero_param_spec;
+
+/* Collective over `comm`: every rank with the same parameters and config.
+ * `config_json` is one object; every key is optional except "optimizer":
+ *   stage (0-3), gradient_accumulation_steps, bucket_elements,
+ *   max_grad_norm (0: off), param_dtype ("f32", "bf16", "f16"),
+ *   reduce_chunk_elements, loss_scaler {initial_scale, growth_factor,
+ *   backoff_factor, growth_interval, hysteresis, min_scale,
+ *   consecutive_hysteresis}, offload ("none", "optimizer", "parameters"),
+ *   host_capacity, offload_overlap, prefetch_elements, max_live_elements,
+ *   max_reuse_distance, persistence_threshold (zero/config.h says each),
+ *   optimizer {type: "adam" | "adamw" | "sgd", groups: [{...}, ...]} with
+ *   torch's keys and defaults per group: adam/adamw {lr, betas, eps,
+ *   weight_decay, maximize}, sgd {lr, momentum, dampening, weight_decay,
+ *   nesterov, maximize}.
+ * An unknown key or a bad value is an error naming it. Parameters start at
+ * zero: set them with zero_engine_set_param. The engine runs on device
+ * `device` of `devices`. */
+int zero_engine_create(zero_engine_t* engine, const char* config_json,
+                       const zero_param_spec* params, int num_params, zero_comm_t comm,
+                       zero_devices_t devices, int device);
+int zero_engine_destroy(zero_engine_t engine);
+
+/* Where parameter `param` is, in the model dtype (*dtype), while it is
+ * whole: always below stage 3, between fetch and release of its module at
+ * stage 3 (else failed precondition). Stable until the next release (stage
+ * 3; below stage 3 for the engine's life): models may alias it. */
+int zero_engine_param(zero_engine_t engine, int param, void** data, size_t* numel, int* dtype);
+/* Sets parameter `param` from `numel` fp32 values (every rank the same). */
+int zero_engine_set_param(zero_engine_t engine, int param, const float* values, size_t numel);
+
+/* Collective at stage 3 (no-ops below): gathers / frees `module`'s
+ * parameters; calls nest. */
+int zero_engine_fetch(zero_engine_t engine, int module);
+int zero_engine_release(zero_engine_t engine, int module);
+
+/* This micro-batch's gradient of `param` (`numel` elements of `dtype`, the
+ * model dtype), copied before returning. Once per parameter per micro-batch. */
+int zero_engine_add_grad(zero_engine_t engine, int param, const void* grad, size_t numel,
+                         int dtype);
+/* Collective: the optimizer step after gradient_accumulation_steps
+ * micro-batches. */
+int zero_engine_step(zero_engine_t engine);
+/* Drops the gradients of the current step. */
+int zero_engine_zero_grad(zero_engine_t engine);
+
+/* Learning rate of parameter group `group`, used from the next update. */
+int zero_engine_set_lr(zero_engine_t engine, int group, double lr);
+/* Multiply the loss by this before backward (fp16; 1 otherwise). */
+int zero_engine_loss_scale(zero_engine_t engine, double* scale);
+
+/* Statistics as one JSON object (steps, skipped_steps, loss_scale,
+ * last_grad_norm, micro_batches, device pool bytes per tag with peaks, host
+ * bytes, collective traffic, and the layout: parameters, padded elements,
+ * per-rank shard). Writes at most `size` bytes (NUL included) to `buffer`
+ * and the full length plus one to *needed: call again with a larger buffer
+ * when *needed > size. */
+int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size_t* needed);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZERO_CAPI_ZERO_ENGINE_H_ */
