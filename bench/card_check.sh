@@ -21,6 +21,7 @@ cd "$(dirname "$0")/.."
 # Each later issue adds its binaries here; each prints PASS/FAIL/SKIP lines
 # or is a GoogleTest binary.
 targets=(//bench:card_check //tests/optimizers:cuda_test
+         //tests/optimizers:elementwise_cuda_test
          //tests/memory/interop:thrust_cuda_test)
 # Shared libraries for the Python checks, carried in .device/lib.
 libs=(//memory/interop:libzero_allocator.so)

@@ -20,11 +20,9 @@
 // adam_rule.h). The scalar level on one thread gives the speed-up baseline.
 // Build with -c opt.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/pass_timer.h"
 #include "bench/ratio_reporter.h"
 #include "bench/touch_limit.h"
 #include "benchmark/benchmark.h"
@@ -132,38 +131,9 @@ std::unique_ptr<Optimizer> NewAdamW() {
   return std::move(opt).value();
 }
 
-double ProcessCpuSeconds() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-// Wall and CPU seconds of one pass. CPU time (all threads; idle pool threads
-// block, they do not spin) leaves out time the OS gave to other processes.
-struct Pass {
-  double wall, cpu;
-};
-
-template <class Body>
-Pass Measure(Body body) {
-  const double cpu = ProcessCpuSeconds();
-  const auto start = std::chrono::steady_clock::now();
-  body();
-  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-          ProcessCpuSeconds() - cpu};
-}
-
-// Best and total seconds of a series of passes.
-struct Times {
-  double best = 1e300;
-  double total = 0;
-  double cpu_total = 0;
-  void Add(const Pass& p) {
-    best = std::min(best, p.wall);
-    total += p.wall;
-    cpu_total += p.cpu;
-  }
-};
+using bench::Measure;
+using bench::Pass;
+using bench::Times;
 
 // Results for the summary, by (n, threads, variant, phase).
 struct Result {

@@ -37,4 +37,25 @@ ZERO_CLONES void TouchCeilingBF16(float* __restrict p, const uint16_t* __restric
   }
 }
 
+ZERO_CLONES void TouchWiden(uint32_t* __restrict dst, const uint16_t* __restrict src,
+                            size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) dst[i] = static_cast<uint32_t>(src[i]) << 16;
+}
+
+ZERO_CLONES void TouchNarrow(uint16_t* __restrict dst, const uint32_t* __restrict src,
+                             size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) dst[i] = static_cast<uint16_t>(src[i] >> 16);
+}
+
+ZERO_CLONES void TouchAccumulate(uint16_t* __restrict dst, const uint32_t* __restrict src,
+                                 size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) dst[i] = static_cast<uint16_t>(dst[i] + (src[i] >> 16));
+}
+
+ZERO_CLONES uint64_t TouchRead(const uint16_t* __restrict src, size_t begin, size_t end) {
+  uint64_t sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += src[i];
+  return sum;
+}
+
 }  // namespace zero::bench

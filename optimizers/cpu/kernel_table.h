@@ -8,6 +8,7 @@
 #include "base/dtype.h"
 #include "optimizers/adam_rule.h"
 #include "optimizers/elementwise.h"
+#include "optimizers/elementwise_op.h"
 #include "optimizers/sgd_rule.h"
 
 namespace zero::cpu {
@@ -21,11 +22,16 @@ using RangeGrid = RangeFn<Scalars>[kNumDTypes][kNumCopySlots];  // [grad dtype][
 // True when any element of [begin, end) of `data` is an infinity or a NaN.
 using NonFiniteFn = bool (*)(const void* data, size_t begin, size_t end);
 
+// Applies a map (elementwise_rules.h) to elements [begin, end) of `op`;
+// `scalar` is ScalarOf(op), read once by the caller.
+using MapFn = void (*)(const ElementwiseOp& op, float scalar, size_t begin, size_t end);
+
 struct KernelTable {
   RangeGrid<AdamScalars> adam[kNumAdamVariants];  // by AdamVariant() (adam_rule.h)
   RangeGrid<SgdScalars> sgd_plain;
   RangeGrid<SgdScalars> sgd_momentum;
   NonFiniteFn any_nonfinite[kNumDTypes];
+  MapFn map[kNumMapKinds][kNumDTypes];  // [ElementwiseKind][dtype]
 };
 
 // One per translation unit (kernels_<level>.cc). Call only the levels that

@@ -19,7 +19,6 @@ int LaunchAdam(const AdamScalars& s, const RawLanes& lanes, DType grad, int copy
                void* stream);
 int LaunchSgd(const SgdScalars& s, bool momentum, const RawLanes& lanes, DType grad, int copy_slot,
               size_t n, void* stream);
-int LaunchFlagNonFinite(const void* data, DType dtype, size_t n, int32_t* flag, void* stream);
 const char* ErrorString(int error);
 
 }  // namespace zero::cuda::internal

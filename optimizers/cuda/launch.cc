@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "optimizers/cuda/elementwise_kernels.h"
 #include "optimizers/cuda/kernels.h"
 #include "optimizers/elementwise.h"
 #include "optimizers/step_lanes.h"
@@ -49,8 +50,20 @@ absl::Status FlagInfOrNan(const void* data, DType dtype, size_t count, int32_t* 
   if (device_flag == nullptr) return absl::InvalidArgumentError("device_flag is null");
   if (count > 0 && data == nullptr) return absl::InvalidArgumentError("data is null");
   if (absl::Status s = RequireDevice(); !s.ok()) return s;
-  return FromCuda(internal::LaunchFlagNonFinite(data, dtype, count, device_flag, stream),
-                  "inf/nan check launch");
+  const ElementwiseOp op{.kind = ElementwiseKind::kFlagNonFinite,
+                         .dtype = dtype,
+                         .count = count,
+                         .dst = device_flag,
+                         .src = data,
+                         .factor = nullptr,
+                         .value = 0};
+  return FromCuda(internal::LaunchElementwise(op, -1, stream), "inf/nan check launch");
+}
+
+absl::Status RunElementwise(const ElementwiseOp& op, int device, void* stream) {
+  if (absl::Status s = RequireDevice(); !s.ok()) return s;
+  return FromCuda(internal::LaunchElementwise(op, device, stream),
+                  absl::StrCat(Name(op.kind), " launch"));
 }
 
 }  // namespace zero::cuda

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "base/dtype.h"
 #include "optimizers/adam_rule.h"
+#include "optimizers/elementwise_op.h"
 #include "optimizers/optimizer.h"
 #include "optimizers/sgd_rule.h"
 
@@ -29,5 +30,10 @@ absl::Status StepSgd(const SgdScalars& scalars, bool momentum, const StepArgs& a
 // buffers. The caller zeroes it first.
 absl::Status FlagInfOrNan(const void* data, DType dtype, size_t count, int32_t* device_flag,
                           void* stream);
+
+// Enqueues one element-wise operation (validated: ElementwiseExecutor) on
+// `stream` of card `device` (made current first; -1: the current card).
+// Orders and kernels: cuda/elementwise_kernels.h.
+absl::Status RunElementwise(const ElementwiseOp& op, int device, void* stream);
 
 }  // namespace zero::cuda

@@ -1,0 +1,171 @@
+#include "optimizers/elementwise_executor.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "optimizers/cpu/run_elementwise.h"
+#include "optimizers/cuda/launch.h"
+
+namespace zero {
+namespace {
+
+// A pointer an operation uses, and the alignment its elements need.
+struct Operand {
+  const char* name;
+  const void* ptr;
+  size_t align;
+};
+
+// The pointers `op` reads or writes (valid kind and dtype), null-terminated.
+void OperandsOf(const ElementwiseOp& op, Operand (&out)[3]) {
+  const size_t element = SizeOf(op.dtype);
+  switch (op.kind) {
+    case ElementwiseKind::kWiden:
+      out[0] = {"dst", op.dst, 4};
+      out[1] = {"src", op.src, element};
+      break;
+    case ElementwiseKind::kNarrow:
+    case ElementwiseKind::kAccumulate:
+      out[0] = {"dst", op.dst, element};
+      out[1] = {"src", op.src, 4};
+      break;
+    case ElementwiseKind::kFill:
+      out[0] = {"dst", op.dst, element};
+      break;
+    case ElementwiseKind::kScale:
+      out[0] = {"data", op.dst, element};
+      out[1] = {"factor", op.factor, 4};
+      break;
+    case ElementwiseKind::kSumOfSquares:
+      out[0] = {"sum", op.dst, 8};
+      out[1] = {"src", op.src, element};
+      break;
+    case ElementwiseKind::kFlagNonFinite:
+      out[0] = {"flag", op.dst, 4};
+      out[1] = {"src", op.src, element};
+      break;
+  }
+}
+
+class HostExecutor final : public ElementwiseExecutor {
+ protected:
+  absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const override {
+    return stream.Enqueue([op] { cpu::RunElementwise(op); });
+  }
+};
+
+class CudaExecutor final : public ElementwiseExecutor {
+ protected:
+  absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const override {
+    return cuda::RunElementwise(op, stream.device(), stream.native_handle());
+  }
+};
+
+class MetaExecutor final : public ElementwiseExecutor {
+ protected:
+  absl::Status Enqueue(const ElementwiseOp&, Stream&) const override { return absl::OkStatus(); }
+};
+
+}  // namespace
+
+absl::Status ValidateElementwiseOp(const ElementwiseOp& op) {
+  if (static_cast<int>(op.kind) >= kNumElementwiseKinds) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("element-wise operation of invalid kind %d", static_cast<int>(op.kind)));
+  }
+  if (!IsValid(op.dtype)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s with invalid dtype %d", Name(op.kind),
+                                                      static_cast<int>(op.dtype)));
+  }
+  if (op.count == 0) return absl::OkStatus();
+  Operand operands[3] = {};
+  OperandsOf(op, operands);
+  for (const Operand& o : operands) {
+    if (o.name == nullptr) break;
+    std::string problem;
+    if (o.ptr == nullptr) {
+      problem = "is null";
+    } else if (reinterpret_cast<uintptr_t>(o.ptr) % o.align != 0) {
+      problem = absl::StrFormat("is not %d-byte aligned", o.align);
+    }
+    if (!problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s of %d %s elements: %s (%p) %s",
+                                                        Name(op.kind), op.count,
+                                                        std::string(Name(op.dtype)), o.name,
+                                                        o.ptr, problem));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const ElementwiseExecutor& ElementwiseExecutor::For(DeviceKind kind) {
+  static const HostExecutor host;
+  static const CudaExecutor cuda;
+  static const MetaExecutor meta;
+  switch (kind) {
+    case DeviceKind::kCuda: return cuda;
+    case DeviceKind::kMeta: return meta;
+    default: return host;
+  }
+}
+
+absl::Status ElementwiseExecutor::Run(const ElementwiseOp& op, Stream* stream) const {
+  if (stream == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: stream is null", Name(op.kind)));
+  }
+  if (absl::Status s = ValidateElementwiseOp(op); !s.ok()) return s;
+  if (op.count == 0) return absl::OkStatus();
+  return Enqueue(op, *stream);
+}
+
+absl::Status ElementwiseExecutor::Widen(float* dst, const void* src, size_t count,
+                                        DType src_dtype, Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kWiden, .dtype = src_dtype, .count = count, .dst = dst,
+              .src = src, .factor = nullptr, .value = 0},
+             stream);
+}
+
+absl::Status ElementwiseExecutor::Narrow(void* dst, const float* src, size_t count,
+                                         DType dst_dtype, Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kNarrow, .dtype = dst_dtype, .count = count, .dst = dst,
+              .src = src, .factor = nullptr, .value = 0},
+             stream);
+}
+
+absl::Status ElementwiseExecutor::AccumulateNarrow(void* dst, const float* src, size_t count,
+                                                   DType dst_dtype, Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kAccumulate, .dtype = dst_dtype, .count = count,
+              .dst = dst, .src = src, .factor = nullptr, .value = 0},
+             stream);
+}
+
+absl::Status ElementwiseExecutor::Fill(void* dst, float value, size_t count, DType dtype,
+                                       Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kFill, .dtype = dtype, .count = count, .dst = dst,
+              .src = nullptr, .factor = nullptr, .value = value},
+             stream);
+}
+
+absl::Status ElementwiseExecutor::Scale(void* data, const float* factor, size_t count,
+                                        DType dtype, Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kScale, .dtype = dtype, .count = count, .dst = data,
+              .src = nullptr, .factor = factor, .value = 0},
+             stream);
+}
+
+absl::Status ElementwiseExecutor::SumOfSquares(double* sum, const void* src, size_t count,
+                                               DType dtype, Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kSumOfSquares, .dtype = dtype, .count = count, .dst = sum,
+              .src = src, .factor = nullptr, .value = 0},
+             stream);
+}
+
+absl::Status ElementwiseExecutor::FlagNonFinite(int32_t* flag, const void* src, size_t count,
+                                                DType dtype, Stream* stream) const {
+  return Run({.kind = ElementwiseKind::kFlagNonFinite, .dtype = dtype, .count = count,
+              .dst = flag, .src = src, .factor = nullptr, .value = 0},
+             stream);
+}
+
+}  // namespace zero

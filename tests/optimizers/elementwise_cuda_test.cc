@@ -1,0 +1,158 @@
+// The element-wise executor on a card against the CPU's results. Compiled
+// everywhere; the comparisons run only where a card is present (never on
+// CI). Maps must match the CPU bit for bit (NaNs: both NaN, since a card's
+// add returns its canonical NaN); the card's sum of squares is its own fixed
+// order (cuda/elementwise_kernels.h): the same bits on every run and for any
+// alignment, close to the host's.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "memory/device_system.h"
+#include "memory/host_stream.h"
+#include "optimizers/cuda/launch.h"
+#include "optimizers/elementwise_executor.h"
+#include "tests/optimizers/elementwise_reference.h"
+#include "tests/optimizers/test_util.h"
+
+namespace zero::testing {
+namespace {
+
+constexpr DType kDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+TEST(ElementwiseCudaTest, WithoutACardCallsFailCleanly) {
+  if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a card is present";
+  HostStream stream(0);
+  std::vector<float> data(16, 1.0f);
+  const absl::Status s = ElementwiseExecutor::For(DeviceKind::kCuda)
+                             .Fill(data.data(), 2.0f, data.size(), DType::kF32, &stream);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_EQ(data, std::vector<float>(16, 1.0f));
+}
+
+// Equal bytes, or both NaN, element by element.
+::testing::AssertionResult SameOrBothNan(const std::vector<uint8_t>& a,
+                                         const std::vector<uint8_t>& b, DType dtype) {
+  const size_t size = SizeOf(dtype);
+  for (size_t i = 0; i < a.size() / size; ++i) {
+    if (std::memcmp(&a[i * size], &b[i * size], size) == 0) continue;
+    if (std::isnan(DecodeAt(a.data(), dtype, i)) && std::isnan(DecodeAt(b.data(), dtype, i))) {
+      continue;
+    }
+    return ::testing::AssertionFailure() << "first difference at element " << i;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class ElementwiseCardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no card";
+    absl::StatusOr<std::unique_ptr<DeviceSystem>> system =
+        DeviceSystem::Create({.kind = DeviceSpec::Kind::kCuda});
+    ASSERT_TRUE(system.ok()) << system.status();
+    system_ = std::move(system).value();
+    stream_ = system_->default_stream(0);
+  }
+  void TearDown() override {
+    if (!system_) return;
+    EXPECT_TRUE(stream_->Synchronize().ok());
+    for (auto [ptr, bytes] : blocks_) EXPECT_TRUE(system_->Deallocate(ptr, bytes, stream_).ok());
+  }
+
+  // A device copy of `bytes`, `shift` bytes into its block.
+  uint8_t* Upload(const void* bytes, size_t size, size_t shift = 0) {
+    void* block = system_->pool(0).Allocate(size + shift + 16, Tag::kOther, stream_).value();
+    blocks_.push_back({block, size + shift + 16});
+    uint8_t* at = static_cast<uint8_t*>(block) + shift;
+    EXPECT_TRUE(stream_->Copy(at, bytes, size).ok());
+    return at;
+  }
+  std::vector<uint8_t> Download(const void* device, size_t size) {
+    std::vector<uint8_t> out(size);
+    EXPECT_TRUE(stream_->Copy(out.data(), device, size).ok());
+    EXPECT_TRUE(stream_->Synchronize().ok());
+    return out;
+  }
+
+  const ElementwiseExecutor& card() const { return ElementwiseExecutor::For(DeviceKind::kCuda); }
+
+  std::unique_ptr<DeviceSystem> system_;
+  Stream* stream_ = nullptr;
+  std::vector<std::pair<void*, size_t>> blocks_;
+};
+
+TEST_F(ElementwiseCardTest, MapsMatchTheCpu) {
+  const float factor = 0.40625f;
+  const float* device_factor = reinterpret_cast<const float*>(Upload(&factor, sizeof factor));
+  for (int k = 0; k < kNumMapKinds; ++k) {
+    const auto kind = static_cast<ElementwiseKind>(k);
+    for (DType dtype : kDTypes) {
+      for (size_t n : {1, 7, 8, 9, 1000, 100003}) {
+        for (size_t offset : {0, 1}) {  // 16-byte packs, and element loads
+          MapBuffers b(kind, dtype, n, offset, 11);
+          const std::vector<uint8_t> expected =
+              b.Expected(kind == ElementwiseKind::kFill ? -2.5f : factor);
+          const ElementwiseOp host = b.Op(-2.5f, nullptr);
+          ElementwiseOp op = host;
+          uint8_t* dst = Upload(b.dst.data(), b.dst.size());
+          op.dst = dst + (static_cast<uint8_t*>(host.dst) - b.dst.data());
+          if (!b.src.empty()) {
+            const uint8_t* src = Upload(b.src.data(), b.src.size());
+            op.src = src + (static_cast<const uint8_t*>(host.src) - b.src.data());
+          }
+          op.factor = device_factor;
+          ASSERT_TRUE(card().Run(op, stream_).ok());
+          const DType out = kind == ElementwiseKind::kWiden ? DType::kF32 : dtype;
+          EXPECT_TRUE(SameOrBothNan(Download(dst, b.dst.size()), expected, out))
+              << Name(kind) << " " << Name(dtype) << " n=" << n << " offset=" << offset;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseCardTest, SumOfSquaresIsDeterministicAndCloseToTheHosts) {
+  for (DType dtype : kDTypes) {
+    for (size_t n : {1, 9, 100003, 5000011}) {
+      const std::vector<uint8_t> x = Encode(RandomFloats(n, 3, 2.0f), dtype);
+      double* sums = reinterpret_cast<double*>(Upload(std::vector<double>(3, 0.0).data(), 24));
+      ASSERT_TRUE(card().SumOfSquares(&sums[0], Upload(x.data(), x.size()), n, dtype, stream_).ok());
+      ASSERT_TRUE(card().SumOfSquares(&sums[1], Upload(x.data(), x.size()), n, dtype, stream_).ok());
+      ASSERT_TRUE(card()
+                      .SumOfSquares(&sums[2], Upload(x.data(), x.size(), SizeOf(dtype)), n, dtype,
+                                    stream_)
+                      .ok());
+      const std::vector<uint8_t> got = Download(sums, 24);
+      double s[3];
+      std::memcpy(s, got.data(), 24);
+      EXPECT_EQ(std::memcmp(&s[0], &s[1], 8), 0) << Name(dtype) << " n=" << n;
+      EXPECT_EQ(std::memcmp(&s[0], &s[2], 8), 0) << Name(dtype) << " n=" << n << " misaligned";
+      const double host = ReferenceSumOfSquares(x.data(), dtype, n);
+      EXPECT_NEAR(s[0], host, 1e-12 * host) << Name(dtype) << " n=" << n;
+    }
+  }
+}
+
+TEST_F(ElementwiseCardTest, FlagFindsInfAndNanAtFirstMiddleAndLast) {
+  constexpr size_t kN = 100003;
+  for (DType dtype : kDTypes) {
+    for (size_t at : {size_t{0}, kN / 2, kN - 1}) {
+      std::vector<float> values(kN, 1.0f);
+      values[at] = at == 0 ? std::numeric_limits<float>::quiet_NaN()
+                           : std::numeric_limits<float>::infinity();
+      const std::vector<uint8_t> x = Encode(values, dtype);
+      const int32_t zero = 0;
+      int32_t* flag = reinterpret_cast<int32_t*>(Upload(&zero, 4));
+      ASSERT_TRUE(card().FlagNonFinite(flag, Upload(x.data(), x.size()), kN, dtype, stream_).ok());
+      EXPECT_EQ(Download(flag, 4)[0], 1) << Name(dtype) << " at " << at;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zero::testing
