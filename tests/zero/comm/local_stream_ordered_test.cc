@@ -58,8 +58,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // copy enqueued after it sees the result.
 TEST(LocalStreamOrderedTest, ReturnsOnceEnqueuedAndRunsInStreamOrder) {
   constexpr int kWorld = 8;
-  Ranks ranks = MakeRanks(kWorld, absl::Seconds(60));
-  Gate gate;
+  // Short waits, so a call that blocks fails the test instead of hanging it.
+  Ranks ranks = MakeRanks(kWorld, absl::Seconds(5));
+  Gate gate(std::chrono::seconds(5));
   const Bytes untouched(kBytes, 0xAB);
   std::vector<Bytes> send(kWorld, Bytes(kBytes, 0)), recv(kWorld, untouched),
       seen(kWorld, untouched), filled;
