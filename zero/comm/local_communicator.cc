@@ -97,9 +97,9 @@ struct SharedState {
   // This rank's part of a call: meet the peers, take the link's time, move
   // the bytes, leave. `ready` not OK fails the group instead (see Arrive).
   absl::StatusOr<Moved> Run(const Part& part, const absl::Status& ready) {
-    ASSIGN_OR_RETURN(absl::Span<const Arrival> peers,
-                     rendezvous.Arrive(part.rank, part.seq, {part.call, part.send, part.recv},
-                                       ready));
+    ASSIGN_OR_RETURN(
+        absl::Span<const Arrival> peers,
+        rendezvous.Arrive(part.rank, part.seq, {part.call, part.send, part.recv}, ready));
     if (!link.off()) absl::SleepFor(link.TimeOf(part.call, part.rank, part.world_size));
     Moved moved;
     if (has_bytes && part.call.count > 0) moved = Move(part, peers);

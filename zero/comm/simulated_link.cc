@@ -26,7 +26,8 @@ absl::Duration SimulatedLink::TimeOf(const CollectiveCall& call, int rank, int w
   const OpStats traffic = RingTraffic(call, rank, world_size);
   const uint64_t bytes = std::max(traffic.bytes_sent, traffic.bytes_received);
   // Whole nanoseconds, rounded up: the modelled time is a lower bound.
-  return latency + absl::Nanoseconds(std::ceil(static_cast<double>(bytes) * 1e9 / bytes_per_second));
+  return latency +
+         absl::Nanoseconds(std::ceil(static_cast<double>(bytes) * 1e9 / bytes_per_second));
 }
 
 }  // namespace zero

@@ -14,7 +14,7 @@ namespace zero {
 
 struct SimulatedLink {
   absl::Duration latency = absl::ZeroDuration();  // per collective, barrier included
-  double bytes_per_second = 0;                     // per rank and direction; 0: unlimited
+  double bytes_per_second = 0;                    // per rank and direction; 0: unlimited
 
   bool off() const { return latency == absl::ZeroDuration() && bytes_per_second == 0; }
   // InvalidArgument for a negative or infinite latency, or a bandwidth that

@@ -68,10 +68,10 @@ TEST(LocalStreamOrderedTest, ReturnsOnceEnqueuedAndRunsInStreamOrder) {
     Stream& stream = ranks.stream(r);
     HoldStream(stream, gate);
     ASSERT_TRUE(stream.Fill(send[r].data(), 0x40 + r, kBytes).ok());
-    ASSERT_TRUE(ranks.comm(r)
-                    .AllReduce(send[r].data(), recv[r].data(), kCount, DType::kF32,
-                               ReduceOp::kSum, &stream)
-                    .ok());
+    ASSERT_TRUE(
+        ranks.comm(r)
+            .AllReduce(send[r].data(), recv[r].data(), kCount, DType::kF32, ReduceOp::kSum, &stream)
+            .ok());
     ASSERT_TRUE(stream.Copy(seen[r].data(), recv[r].data(), kBytes).ok());
     filled.push_back(Bytes(kBytes, 0x40 + r));
   }
@@ -140,7 +140,7 @@ TEST(LocalStreamOrderedTest, MismatchSurfacesThroughAsyncErrorAndLaterCallsFailF
   ranks.SynchronizeAll();
   const absl::Status cause = ranks.comm(0).AsyncError();
   EXPECT_TRUE(absl::IsFailedPrecondition(cause)) << cause;
-  EXPECT_EQ(cause.message(),
+  EXPECT_EQ(std::string(cause.message()),
             "collective #1 differs: ranks 0-2 AllGather(f32 x 1024); "
             "rank 3 ReduceScatter(f32 x 256, sum)");
   for (int r = 0; r < kWorld; ++r) {
@@ -157,19 +157,20 @@ TEST(LocalStreamOrderedTest, AnInvalidCallFailsItsRankAtOnceAndThePeersOnTheirSt
       recv(kWorld, std::vector<float>(32));
   std::vector<absl::Status> enqueued;
   for (int r = 0; r < kWorld; ++r) {
-    enqueued.push_back(ranks.comm(r).AllGather(r == 2 ? nullptr : send[r].data(), recv[r].data(),
-                                               8, DType::kF32, &ranks.stream(r)));
+    enqueued.push_back(ranks.comm(r).AllGather(r == 2 ? nullptr : send[r].data(), recv[r].data(), 8,
+                                               DType::kF32, &ranks.stream(r)));
   }
   const std::string cause = "AllGather(f32 x 8) on rank 2: send buffer is null";
   EXPECT_TRUE(enqueued[0].ok() && enqueued[1].ok()) << enqueued[0] << enqueued[1];
   EXPECT_TRUE(absl::IsInvalidArgument(enqueued[2])) << enqueued[2];
-  EXPECT_EQ(enqueued[2].message(), cause);
-  EXPECT_EQ(enqueued[3].message(), "collective #1 failed on rank 2: " + cause);  // fails fast
+  EXPECT_EQ(std::string(enqueued[2].message()), cause);
+  EXPECT_EQ(std::string(enqueued[3].message()),
+            "collective #1 failed on rank 2: " + cause);  // fails fast
   ranks.SynchronizeAll();
   for (int r = 0; r < kWorld; ++r) {
     const absl::Status status = ranks.comm(r).AsyncError();
     EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
-    EXPECT_EQ(status.message(), "collective #1 failed on rank 2: " + cause);
+    EXPECT_EQ(std::string(status.message()), "collective #1 failed on rank 2: " + cause);
   }
 }
 
@@ -211,7 +212,7 @@ TEST(LocalStreamOrderedTest, MissingRankTimesOutNamingItAndTheCall) {
   EXPECT_GE(SecondsSince(start), 0.19);
   for (const absl::Status& error : errors) {
     EXPECT_TRUE(absl::IsDeadlineExceeded(error)) << error;
-    EXPECT_EQ(error.message(),
+    EXPECT_EQ(std::string(error.message()),
               "collective #2 timed out after 200ms waiting for rank 3: ranks 0-2 waiting in #2 "
               "AllReduce(f32 x 16, sum); rank 3 last called #1 Barrier() (returned)");
   }
@@ -225,7 +226,7 @@ TEST(LocalStreamOrderedTest, TimeoutTellsAStuckStreamFromAMissingCall) {
   const std::vector<absl::Status> errors = RunWithLateRank3(ranks, &gate);
   for (const absl::Status& error : errors) {
     EXPECT_TRUE(absl::IsDeadlineExceeded(error)) << error;
-    EXPECT_EQ(error.message(),
+    EXPECT_EQ(std::string(error.message()),
               "collective #2 timed out after 200ms waiting for rank 3: ranks 0-2 waiting in #2 "
               "AllReduce(f32 x 16, sum); rank 3 last called #1 Barrier() (returned), #2 "
               "enqueued but not reached by its stream");
@@ -253,8 +254,8 @@ TEST(LocalStreamOrderedTest, DestroyingCommunicatorsWithWorkQueuedNeitherWaitsNo
   ranks.group[0].reset();
   const std::string left = "rank 0 left the group (its communicator was destroyed)";
   for (int r = 1; r < kWorld; ++r) {
-    EXPECT_EQ(ranks.comm(r).AsyncError().message(), left);
-    EXPECT_EQ(ranks.comm(r).Barrier(&ranks.stream(r)).message(), left);
+    EXPECT_EQ(std::string(ranks.comm(r).AsyncError().message()), left);
+    EXPECT_EQ(std::string(ranks.comm(r).Barrier(&ranks.stream(r)).message()), left);
   }
   ranks.group.clear();
   gate.Open();
@@ -303,11 +304,11 @@ TEST(LocalStreamOrderedTest, ACardStreamIsRejectedAndFailsThePeers) {
   FakeCardStream card;
   const absl::Status status = ranks.comm(0).Barrier(&card);
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_EQ(status.message(),
+  EXPECT_EQ(std::string(status.message()),
             "Barrier() on rank 0: stream-ordered local collectives need a host or meta stream "
             "(on a card's stream a host callback would block waiting for the peers)");
-  EXPECT_EQ(ranks.comm(1).AsyncError().message(), "collective #1 failed on rank 0: " +
-                                                      std::string(status.message()));
+  EXPECT_EQ(std::string(ranks.comm(1).AsyncError().message()),
+            "collective #1 failed on rank 0: " + std::string(status.message()));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The local backend's simulated link: the modelled time of a call, and a
 // collective that takes at least that long, synchronous and stream-ordered.
 // Wall time is only ever bounded from below.
+#include "zero/comm/simulated_link.h"
+
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -11,7 +13,6 @@
 #include "memory/host_stream.h"
 #include "tests/zero/comm/comm_test_util.h"
 #include "zero/comm/local_communicator.h"
-#include "zero/comm/simulated_link.h"
 
 namespace zero::testing {
 namespace {
@@ -48,18 +49,16 @@ TEST(SimulatedLinkTest, BandwidthTimesTheRankRingBytes) {
   EXPECT_EQ(link.TimeOf(CollectiveCall::AllReduce(1001, DType::kF32, ReduceOp::kSum), 0, 4),
             absl::Milliseconds(1) + absl::Microseconds(2 * 750 * 4));
   // One rank moves nothing.
-  EXPECT_EQ(link.TimeOf(CollectiveCall::AllGather(1000, DType::kF32), 0, 1),
-            absl::Milliseconds(1));
+  EXPECT_EQ(link.TimeOf(CollectiveCall::AllGather(1000, DType::kF32), 0, 1), absl::Milliseconds(1));
 }
 
 TEST(SimulatedLinkTest, BadLinksAreRejectedByCreate) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  for (const SimulatedLink& link : {SimulatedLink{.latency = absl::Milliseconds(-1)},
-                                    SimulatedLink{.latency = absl::InfiniteDuration()},
-                                    SimulatedLink{.bytes_per_second = -1},
-                                    SimulatedLink{.bytes_per_second = nan},
-                                    SimulatedLink{.bytes_per_second = inf}}) {
+  for (const SimulatedLink& link :
+       {SimulatedLink{.latency = absl::Milliseconds(-1)},
+        SimulatedLink{.latency = absl::InfiniteDuration()}, SimulatedLink{.bytes_per_second = -1},
+        SimulatedLink{.bytes_per_second = nan}, SimulatedLink{.bytes_per_second = inf}}) {
     const absl::Status status = LocalGroup::Create(2, {.link = link}).status();
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_NE(status.message().find("simulated link"), absl::string_view::npos) << status;
