@@ -20,22 +20,25 @@ void MetaCommunicator::Abort(const absl::Status& reason) {
   std::lock_guard lock(mu_);
   if (!aborted_.ok()) return;  // the first reason stays
   aborted_ = reason.ok() ? absl::CancelledError("the group was aborted") : reason;
+  failed_ = true;
+}
+
+absl::Status MetaCommunicator::AsyncError() const {
+  std::lock_guard lock(mu_);
+  return aborted_;
 }
 
 // Validation happened in Communicator::Run; its verdict is ours. A bad call
 // fails the group, as it would fail the peers of the other backends, so
 // later calls fail fast with it. There is no stream work to wait for on a
 // meta device and no peer to meet.
-absl::Status MetaCommunicator::AsyncError() const {
-  std::lock_guard lock(mu_);
-  return aborted_;
-}
-
 absl::Status MetaCommunicator::Execute(const CollectiveCall&, const void*, void*, Stream*,
                                        const absl::Status& invalid) {
+  if (invalid.ok() && !failed_) return absl::OkStatus();
   std::lock_guard lock(mu_);
   if (!aborted_.ok()) return aborted_;
-  if (!invalid.ok()) aborted_ = invalid;
+  aborted_ = invalid;
+  failed_ = true;
   return invalid;
 }
 
