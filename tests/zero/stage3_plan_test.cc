@@ -37,6 +37,7 @@ class LoggingCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return kWorld; }
   void Abort(const absl::Status&) override {}
+  absl::Status AsyncError() const override { return absl::OkStatus(); }
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void*, void*, Stream*,

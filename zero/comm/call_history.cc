@@ -107,9 +107,8 @@ absl::Status FirstDifference(absl::Span<const HistorySummary> ranks) {
       bool valid = true;
       calls[r] = Unpack(h.window[n - (h.seq - h.window.size() + 1)], &valid);
       if (!valid) {
-        return absl::FailedPreconditionError(
-            absl::StrFormat("collective #%d failed on rank %d: invalid arguments to %s", n, r,
-                            calls[r]->ToString()));
+        return RankFailedError(
+            n, r, absl::InvalidArgumentError("invalid arguments to " + calls[r]->ToString()));
       }
     }
     for (int r = 1; r < world; ++r) {

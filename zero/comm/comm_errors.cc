@@ -47,4 +47,9 @@ absl::Status MismatchError(uint64_t seq, absl::Span<const std::optional<Collecti
       absl::StrFormat("collective #%d differs: %s", seq, GroupRanks(labels)));
 }
 
+absl::Status RankFailedError(uint64_t seq, int rank, const absl::Status& cause) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("collective #%d failed on rank %d: %s", seq, rank, cause.message()));
+}
+
 }  // namespace zero

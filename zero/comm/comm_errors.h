@@ -25,4 +25,8 @@ std::string GroupRanks(absl::Span<const std::string> label_by_rank);
 // `seq`, or nullopt for a rank not (yet) known ("not arrived").
 absl::Status MismatchError(uint64_t seq, absl::Span<const std::optional<CollectiveCall>> calls);
 
+// FailedPrecondition "collective #5 failed on rank 2: <cause's message>": what
+// the peers of a rank get when that rank cannot take part in call `seq`.
+absl::Status RankFailedError(uint64_t seq, int rank, const absl::Status& cause);
+
 }  // namespace zero

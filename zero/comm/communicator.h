@@ -6,18 +6,21 @@
 //   order with the same count, dtype, op and root; only the buffers differ.
 // - `stream` orders the collective with the rank's other work: it starts
 //   after work enqueued on `stream` before the call, and work enqueued after
-//   the call sees its result. When the call returns is the backend's (the
-//   local backend returns when done; NCCL returns once enqueued).
+//   the call sees its result. When the call returns is the backend's (NCCL
+//   and the local backend's stream-ordered mode return once enqueued; the
+//   local backend's default mode and meta return when done). A call that
+//   returned OK once enqueued may still fail on the stream: AsyncError().
 // - In place is NCCL's: all-gather send == recv + rank*count,
 //   reduce-scatter recv == send + rank*count, others send == recv.
 // - count == 0 is a valid call that moves nothing.
 // - Errors are values: InvalidArgument for this rank's bad arguments; other
 //   codes when the group fails (mismatched calls, a missing rank, Abort).
-//   After a group failure every later call on every rank fails fast.
+//   After a group failure every later call on every rank fails fast, and
+//   AsyncError() returns it.
 // - bf16/fp16 reductions accumulate in fp32 and round once (local backend;
 //   NCCL reduces in the element type).
 // One communicator is driven by one thread at a time (like an NCCL comm);
-// stats() may be read from any thread.
+// stats(), AsyncError() and Abort() may be called from any thread.
 #pragma once
 
 #include <cstddef>
@@ -60,7 +63,15 @@ class Communicator {
   // outside the collectives, so its peers need not wait for a timeout.
   virtual void Abort(const absl::Status& reason) = 0;
 
-  // Ring-model traffic of this rank's successful calls (see comm_stats.h).
+  // OK while the group is healthy; else the first error that failed it, on
+  // any rank: mismatched calls, a missing rank, a rank's invalid arguments,
+  // Abort, and errors found while a collective ran on a stream after its call
+  // had returned OK (NCCL's ncclCommGetAsyncError). Check it after
+  // synchronizing the streams the collectives ran on (once per step).
+  virtual absl::Status AsyncError() const = 0;
+
+  // Ring-model traffic of this rank's calls that returned OK (for calls that
+  // return once enqueued: counted when enqueued; see comm_stats.h).
   CommStats stats() const;
 
  protected:

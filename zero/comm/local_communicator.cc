@@ -1,72 +1,36 @@
 #include "zero/comm/local_communicator.h"
 
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "zero/comm/call_history.h"
+#include "zero/comm/comm_errors.h"
 #include "zero/comm/host_reduce.h"
 #include "zero/comm/local_rendezvous.h"
 
 namespace zero {
 namespace {
 
-class LocalCommunicator final : public Communicator {
- public:
-  LocalCommunicator(int rank, int world_size, bool has_bytes,
-                    std::shared_ptr<LocalRendezvous> rendezvous)
-      : rank_(rank),
-        world_size_(world_size),
-        has_bytes_(has_bytes),
-        rendezvous_(std::move(rendezvous)) {}
-  // A rank that leaves can never take part again: fail its peers now rather
-  // than at their timeout. Harmless after the last collective.
-  ~LocalCommunicator() override {
-    rendezvous_->Abort(absl::FailedPreconditionError(
-        absl::StrFormat("rank %d left the group (its communicator was destroyed)", rank_)));
-  }
-
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_size_; }
-  void Abort(const absl::Status& reason) override { rendezvous_->Abort(reason); }
-
- protected:
-  absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
-                       const absl::Status& invalid) override;
-
- private:
-  struct Moved {
-    uint64_t copied = 0;   // bytes memcpy'd
-    uint64_t reduced = 0;  // bytes written by reductions
-  };
-  Moved Move(const CollectiveCall& call, absl::Span<const Arrival> peers) const;
-  void ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> peers, size_t begin,
-                   size_t count, void* dst) const;
-
-  const int rank_;
-  const int world_size_;
-  const bool has_bytes_;
-  const std::shared_ptr<LocalRendezvous> rendezvous_;
-  CallHistory history_;
+// One rank's part of one collective, by value: work queued on a stream may
+// run after its communicator is gone.
+struct Part {
+  CollectiveCall call;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int rank = 0;
+  int world_size = 1;
+  uint64_t seq = 0;
 };
 
-absl::Status LocalCommunicator::Execute(const CollectiveCall& call, const void* send, void* recv,
-                                        Stream* stream, const absl::Status& invalid) {
-  const uint64_t seq = history_.Record(call, invalid.ok());
-  // A failure here still goes to the rendezvous, which fails the peers too.
-  absl::Status ready = invalid;
-  if (ready.ok() && stream != nullptr) ready = stream->Synchronize();
-  ASSIGN_OR_RETURN(absl::Span<const Arrival> peers,
-                   rendezvous_->Arrive(rank_, seq, {call, send, recv}, ready));
-  if (has_bytes_ && call.count > 0) {
-    const Moved moved = Move(call, peers);
-    CountBackendBytes(moved.copied, moved.reduced);
-  }
-  rendezvous_->Depart(rank_, seq);
-  return absl::OkStatus();
-}
+struct Moved {
+  uint64_t copied = 0;   // bytes memcpy'd
+  uint64_t reduced = 0;  // bytes written by reductions
+};
 
 const char* At(const void* base, size_t elements, DType dtype) {
   return static_cast<const char*>(base) + elements * SizeOf(dtype);
@@ -76,8 +40,8 @@ char* At(void* base, size_t elements, DType dtype) {
 }
 
 // Reduces elements [begin, begin+count) of every rank's send, in rank order.
-void LocalCommunicator::ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> peers,
-                                    size_t begin, size_t count, void* dst) const {
+void ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> peers, size_t begin,
+                 size_t count, void* dst) {
   absl::InlinedVector<const void*, 16> sources;
   for (const Arrival& peer : peers) sources.push_back(At(peer.send, begin, call.dtype));
   HostReduce(call.dtype, call.op, sources, dst, count);
@@ -86,9 +50,9 @@ void LocalCommunicator::ReduceChunk(const CollectiveCall& call, absl::Span<const
 // Only this rank's share of the work; see the header for who writes what.
 // No two ranks write the same bytes, and nobody writes bytes a peer still
 // reads (in place included), so the exit barrier is the only sync needed.
-LocalCommunicator::Moved LocalCommunicator::Move(const CollectiveCall& call,
-                                                 absl::Span<const Arrival> peers) const {
-  const Arrival& me = peers[rank_];
+Moved Move(const Part& part, absl::Span<const Arrival> peers) {
+  const CollectiveCall& call = part.call;
+  const Arrival& me = peers[part.rank];
   const size_t bytes = call.count * SizeOf(call.dtype);
   Moved moved;
   auto copy = [&moved](void* dst, const void* src, size_t n) {
@@ -98,23 +62,23 @@ LocalCommunicator::Moved LocalCommunicator::Move(const CollectiveCall& call,
   };
   switch (call.kind) {
     case CollectiveKind::kAllGather:
-      for (int p = 0; p < world_size_; ++p) {
+      for (int p = 0; p < part.world_size; ++p) {
         copy(At(me.recv, p * call.count, call.dtype), peers[p].send, bytes);
       }
       break;
     case CollectiveKind::kReduceScatter:
-      ReduceChunk(call, peers, rank_ * call.count, call.count, me.recv);
+      ReduceChunk(call, peers, part.rank * call.count, call.count, me.recv);
       moved.reduced = bytes;
       break;
     case CollectiveKind::kAllReduce: {
-      const Chunk chunk = ChunkOf(call.count, world_size_, rank_);
+      const Chunk chunk = ChunkOf(call.count, part.world_size, part.rank);
       if (chunk.size == 0) break;
       char* mine = At(me.recv, chunk.begin, call.dtype);
       ReduceChunk(call, peers, chunk.begin, chunk.size, mine);
       const size_t chunk_bytes = chunk.size * SizeOf(call.dtype);
       moved.reduced = chunk_bytes;
-      for (int p = 0; p < world_size_; ++p) {
-        if (p != rank_) copy(At(peers[p].recv, chunk.begin, call.dtype), mine, chunk_bytes);
+      for (int p = 0; p < part.world_size; ++p) {
+        if (p != part.rank) copy(At(peers[p].recv, chunk.begin, call.dtype), mine, chunk_bytes);
       }
       break;
     }
@@ -122,6 +86,115 @@ LocalCommunicator::Moved LocalCommunicator::Move(const CollectiveCall& call,
     case CollectiveKind::kBarrier: break;
   }
   return moved;
+}
+
+// What a group's ranks share; held by each communicator and by each piece of
+// work they queue, so it outlives both.
+struct SharedState {
+  SharedState(int world_size, const LocalGroupOptions& options)
+      : rendezvous(world_size, options.timeout), has_bytes(options.has_bytes), link(options.link) {}
+
+  // This rank's part of a call: meet the peers, take the link's time, move
+  // the bytes, leave. `ready` not OK fails the group instead (see Arrive).
+  absl::StatusOr<Moved> Run(const Part& part, const absl::Status& ready) {
+    ASSIGN_OR_RETURN(
+        absl::Span<const Arrival> peers,
+        rendezvous.Arrive(part.rank, part.seq, {part.call, part.send, part.recv}, ready));
+    if (!link.off()) absl::SleepFor(link.TimeOf(part.call, part.rank, part.world_size));
+    Moved moved;
+    if (has_bytes && part.call.count > 0) moved = Move(part, peers);
+    rendezvous.Depart(part.rank, part.seq);
+    return moved;
+  }
+
+  LocalRendezvous rendezvous;
+  const bool has_bytes;
+  const SimulatedLink link;
+};
+
+class LocalCommunicator;
+
+// Where queued work reports the bytes it moved: null once the communicator
+// is destroyed (the mutex makes the destructor wait for a report in flight).
+struct StatsSink {
+  std::mutex mu;
+  LocalCommunicator* comm = nullptr;  // guarded by mu
+};
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(int rank, int world_size, bool stream_ordered,
+                    std::shared_ptr<SharedState> shared)
+      : rank_(rank),
+        world_size_(world_size),
+        stream_ordered_(stream_ordered),
+        shared_(std::move(shared)),
+        sink_(std::make_shared<StatsSink>()) {
+    sink_->comm = this;
+  }
+  // A rank that leaves can never take part again: fail its peers now rather
+  // than at their timeout. Harmless after the last collective. Work still
+  // queued fails fast and no longer reports here.
+  ~LocalCommunicator() override {
+    shared_->rendezvous.Abort(absl::FailedPreconditionError(
+        absl::StrFormat("rank %d left the group (its communicator was destroyed)", rank_)));
+    std::lock_guard lock(sink_->mu);
+    sink_->comm = nullptr;
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  void Abort(const absl::Status& reason) override { shared_->rendezvous.Abort(reason); }
+  absl::Status AsyncError() const override { return shared_->rendezvous.status(); }
+
+ protected:
+  absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
+                       const absl::Status& invalid) override;
+
+ private:
+  absl::Status Enqueue(const Part& part, Stream& stream, absl::Status bad);
+
+  const int rank_;
+  const int world_size_;
+  const bool stream_ordered_;
+  const std::shared_ptr<SharedState> shared_;
+  const std::shared_ptr<StatsSink> sink_;
+  CallHistory history_;
+};
+
+absl::Status LocalCommunicator::Execute(const CollectiveCall& call, const void* send, void* recv,
+                                        Stream* stream, const absl::Status& invalid) {
+  const Part part{call, send, recv, rank_, world_size_, history_.Record(call, invalid.ok())};
+  if (stream_ordered_ && stream != nullptr) return Enqueue(part, *stream, invalid);
+  // A failure here still goes to the rendezvous, which fails the peers too.
+  absl::Status ready = invalid;
+  if (ready.ok() && stream != nullptr) ready = stream->Synchronize();
+  ASSIGN_OR_RETURN(const Moved moved, shared_->Run(part, ready));
+  CountBackendBytes(moved.copied, moved.reduced);
+  return absl::OkStatus();
+}
+
+absl::Status LocalCommunicator::Enqueue(const Part& part, Stream& stream, absl::Status bad) {
+  if (bad.ok() && stream.native_handle() != nullptr) {
+    bad = absl::InvalidArgumentError(absl::StrFormat(
+        "%s on rank %d: stream-ordered local collectives need a host or meta stream (on a "
+        "card's stream a host callback would block waiting for the peers)",
+        part.call.ToString(), rank_));
+  }
+  if (!bad.ok()) {  // the peers would wait for a call that never comes
+    shared_->rendezvous.Abort(RankFailedError(part.seq, rank_, bad));
+    return bad;
+  }
+  RETURN_IF_ERROR(shared_->rendezvous.status());  // a failed group fails fast
+  shared_->rendezvous.Enqueued(rank_, part.seq);
+  absl::Status queued = stream.Enqueue([shared = shared_, sink = sink_, part] {
+    absl::StatusOr<Moved> moved = shared->Run(part, absl::OkStatus());
+    if (!moved.ok()) return;  // the group is poisoned; AsyncError() reports it
+    std::lock_guard lock(sink->mu);
+    if (sink->comm != nullptr) sink->comm->CountBackendBytes(moved->copied, moved->reduced);
+  });
+  if (!queued.ok()) shared_->rendezvous.Abort(RankFailedError(part.seq, rank_, queued));
+  return queued;
 }
 
 }  // namespace
@@ -134,12 +207,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> LocalGroup::Create(in
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the collective timeout must be positive");
   }
-  auto rendezvous = std::make_shared<LocalRendezvous>(world_size, options.timeout);
+  RETURN_IF_ERROR(options.link.Validate());
+  auto shared = std::make_shared<SharedState>(world_size, options);
   std::vector<std::unique_ptr<Communicator>> group;
   group.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
     group.push_back(
-        std::make_unique<LocalCommunicator>(r, world_size, options.has_bytes, rendezvous));
+        std::make_unique<LocalCommunicator>(r, world_size, options.stream_ordered, shared));
   }
   return group;
 }

@@ -1,11 +1,25 @@
 // The local backend: a group of ranks that are threads of one process, over
 // host memory (host devices, plain buffers) or meta devices (no bytes).
 //
-// Stream semantics: a call first waits for the work already on `stream`
-// (Stream::Synchronize), then runs the collective on the calling thread and
-// returns when this rank's part is done: its recv holds the result, and its
-// send may be reused. Work enqueued on `stream` afterwards therefore sees the
-// result. `stream` may be null (plain host memory, no stream).
+// When a call runs, by LocalGroupOptions::stream_ordered:
+// - false (the default): the call first waits for the work already on
+//   `stream` (Stream::Synchronize), then runs the collective on the calling
+//   thread and returns when this rank's part is done: its recv holds the
+//   result and its send may be reused.
+// - true: NCCL's contract. The call checks its arguments and the group, puts
+//   the collective on `stream` and returns; the stream's worker runs it after
+//   the work enqueued before it, and work enqueued after it (or the host,
+//   after stream->Synchronize()) sees the result. The buffers must stay valid
+//   until then. A failure on the stream (mismatch, timeout, Abort, a peer's
+//   invalid call) poisons the group: later calls fail at once, and
+//   AsyncError() returns it. Host and meta streams only: a card's stream
+//   would run it as a host callback, which must not block on peers
+//   (InvalidArgument). Each rank's collectives may use several streams; a
+//   rank's call #n then waits on its stream for the group to finish #n-1.
+// In both modes a null `stream` runs the call on the calling thread. A
+// communicator may be destroyed with work still queued: that fails the
+// group, the queued work fails fast, and the shared rendezvous lives as long
+// as any of it.
 //
 // Each rank computes part of the result from its peers' buffers directly (one
 // address space): all-gather and broadcast copy into the rank's own recv;
@@ -13,7 +27,7 @@
 // r-th of N balanced chunks and copy it into every rank's recv. Reductions
 // add in rank order (rank 0 + rank 1 + ...) in fp32 and round once, so
 // results are deterministic and equal a sequential sum. See
-// local_rendezvous.h for mismatch, timeout and poisoning.
+// local_rendezvous.h for mismatch, timeout and poisoning messages.
 #pragma once
 
 #include <memory>
@@ -22,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "zero/comm/communicator.h"
+#include "zero/comm/simulated_link.h"
 
 namespace zero {
 
@@ -31,6 +46,15 @@ struct LocalGroupOptions {
   absl::Duration timeout = absl::Minutes(5);
   // False for meta devices: rendezvous, checks and counting, no bytes moved.
   bool has_bytes = true;
+  // An option, off by default, because it changes what a returned OK means
+  // (enqueued, not done): callers written for the synchronous contract would
+  // reuse buffers too early and miss errors found later (AsyncError()).
+  // Callers that synchronize their streams and check AsyncError() turn it on.
+  bool stream_ordered = false;
+  // Each rank's part of a call sleeps for the link's time (simulated_link.h)
+  // on the thread running it (the stream's worker when stream-ordered), after
+  // all ranks arrived and before the bytes move. Off by default.
+  SimulatedLink link{};
 };
 
 class LocalGroup {
@@ -38,9 +62,10 @@ class LocalGroup {
   using Options = LocalGroupOptions;
 
   // world_size communicators, rank r at index r. Each is driven by its own
-  // thread; they share the rendezvous, which lives until the last one is
-  // destroyed. Destroying one fails the group (its peers could only time
-  // out). InvalidArgument for world_size < 1 or a timeout <= 0.
+  // thread; they share the rendezvous, which lives until the last one (or
+  // the last work queued by one) is gone. Destroying one fails the group
+  // (its peers could only time out). InvalidArgument for world_size < 1, a
+  // timeout <= 0 or a bad link (SimulatedLink::Validate).
   static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> Create(int world_size,
                                                                            Options options = {});
 };

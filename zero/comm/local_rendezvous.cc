@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "zero/comm/comm_errors.h"
 
@@ -15,7 +16,8 @@ LocalRendezvous::LocalRendezvous(int world_size, absl::Duration timeout)
       timeout_(timeout > absl::Hours(24 * 365 * 100) ? absl::InfiniteDuration() : timeout),
       slots_(world_size),
       present_(world_size, false),
-      positions_(world_size) {}
+      positions_(world_size),
+      enqueued_(world_size, 0) {}
 
 void LocalRendezvous::PoisonLocked(absl::Status status) {
   if (!poison_.ok()) return;  // the first error is the cause; keep it
@@ -26,6 +28,26 @@ void LocalRendezvous::PoisonLocked(absl::Status status) {
 void LocalRendezvous::Abort(const absl::Status& reason) {
   std::lock_guard lock(mu_);
   PoisonLocked(reason.ok() ? absl::CancelledError("communicator group aborted") : reason);
+}
+
+absl::Status LocalRendezvous::status() const {
+  std::lock_guard lock(mu_);
+  return poison_;
+}
+
+void LocalRendezvous::Enqueued(int rank, uint64_t seq) {
+  std::lock_guard lock(mu_);
+  enqueued_[rank] = std::max(enqueued_[rank], seq);
+}
+
+template <class Predicate>
+bool LocalRendezvous::WaitLocked(std::unique_lock<std::mutex>& lock, const Deadline& deadline,
+                                 Predicate done) {
+  if (!deadline) {
+    cv_.wait(lock, done);
+    return true;
+  }
+  return cv_.wait_until(lock, *deadline, done);
 }
 
 absl::Status LocalRendezvous::MismatchLocked(uint64_t seq) const {
@@ -49,6 +71,12 @@ absl::Status LocalRendezvous::TimeoutLocked(uint64_t seq) const {
     where[r] = p.seq == 0 ? std::string("has called no collective")
                           : absl::StrFormat("last called #%d %s (%s)", p.seq, p.call->ToString(),
                                             p.inside ? "still inside" : "returned");
+    if (enqueued_[r] > p.seq) {  // it did call; its stream is stuck before the call
+      const std::string calls = enqueued_[r] == p.seq + 1
+                                    ? absl::StrFormat("#%d", enqueued_[r])
+                                    : absl::StrFormat("#%d-#%d", p.seq + 1, enqueued_[r]);
+      absl::StrAppend(&where[r], ", ", calls, " enqueued but not reached by its stream");
+    }
   }
   return absl::DeadlineExceededError(
       absl::StrFormat("collective #%d timed out after %s waiting for %s: %s", seq,
@@ -58,8 +86,7 @@ absl::Status LocalRendezvous::TimeoutLocked(uint64_t seq) const {
 absl::Status LocalRendezvous::CheckArrivalLocked(int rank, uint64_t seq,
                                                  const absl::Status& invalid) {
   if (!invalid.ok()) {  // the rank gets its own error, the group a pointer to it
-    PoisonLocked(absl::FailedPreconditionError(
-        absl::StrFormat("collective #%d failed on rank %d: %s", seq, rank, invalid.message())));
+    PoisonLocked(RankFailedError(seq, rank, invalid));
     return invalid;
   }
   if (!poison_.ok()) return poison_;
@@ -82,6 +109,13 @@ absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint
                                                                   const Arrival& mine,
                                                                   const absl::Status& invalid) {
   std::unique_lock lock(mu_);
+  const Deadline deadline =
+      timeout_ == absl::InfiniteDuration()
+          ? Deadline()
+          : Deadline(std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout_));
+  if (!WaitLocked(lock, deadline, [&] { return exited_ + 1 >= seq || !poison_.ok(); })) {
+    PoisonLocked(TimeoutLocked(exited_ + 1));  // the call that holds everyone up
+  }
   positions_[rank] = {.seq = seq, .call = mine.call, .inside = true};
   if (absl::Status status = CheckArrivalLocked(rank, seq, invalid); !status.ok()) {
     positions_[rank].inside = false;
@@ -99,9 +133,7 @@ absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint
     } else {
       PoisonLocked(MismatchLocked(seq));
     }
-  } else if (timeout_ == absl::InfiniteDuration()) {
-    cv_.wait(lock, ready);
-  } else if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout_), ready)) {
+  } else if (!WaitLocked(lock, deadline, ready)) {
     // Calls that already differ are the likelier cause than the late rank.
     PoisonLocked(CallsAgreeLocked() ? TimeoutLocked(seq) : MismatchLocked(seq));
   }

@@ -1,22 +1,26 @@
-// The meeting point of a local group's ranks (threads of one process), one
-// collective at a time, in two phases:
+// The meeting point of a local group's ranks (threads of one process, or
+// the workers of their streams), one collective at a time, in two phases:
 //   Arrive: each rank posts its call and buffers, and waits until all ranks
-//     posted the same call; then each reads its peers' buffers.
+//     posted the same call; then each reads its peers' buffers. A rank that
+//     gets to call #n before the group finished #n-1 (its calls sit on
+//     several streams) waits for its turn first, within the same deadline.
 //   Depart: the exit barrier; nobody returns (and reuses its buffers) while a
 //     peer may still read them.
-// Failures poison the group: the first error is kept and every waiting and
-// later Arrive returns it, so no rank hangs:
+// Failures poison the group: the first error is kept (status()) and every
+// waiting and later Arrive returns it, so no rank hangs:
 //   - calls that differ (FailedPrecondition, naming the call number and each
 //     rank's call), found when the last rank arrives, or at the timeout;
 //   - a rank with invalid arguments (it gets its InvalidArgument, the peers
 //     FailedPrecondition naming it);
 //   - a rank that does not arrive within the timeout (DeadlineExceeded for
-//     the waiting ranks, naming the missing ranks and where each rank is);
+//     the waiting ranks, naming the missing ranks, the call, and where each
+//     rank is, including calls enqueued on a stream that has not reached them);
 //   - Abort.
 // Depart has no deadline: once all ranks arrived, each only copies memory,
 // so it finishes; waiting there is what keeps buffers alive. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -53,6 +57,11 @@ class LocalRendezvous {
   void Depart(int rank, uint64_t seq);
 
   void Abort(const absl::Status& reason);
+  // OK, or the error that poisoned the group.
+  absl::Status status() const;
+  // Rank `rank` has put its call #seq on a stream, to run later: timeout
+  // messages then tell "stopped calling" from "its stream is behind".
+  void Enqueued(int rank, uint64_t seq);
 
  private:
   // Where a rank is, for timeout messages.
@@ -62,6 +71,11 @@ class LocalRendezvous {
     bool inside = false;  // still in that collective
   };
 
+  using Deadline = std::optional<std::chrono::steady_clock::time_point>;  // none: forever
+
+  // False when the deadline passed with `done` still false.
+  template <class Predicate>
+  bool WaitLocked(std::unique_lock<std::mutex>& lock, const Deadline& deadline, Predicate done);
   absl::Status CheckArrivalLocked(int rank, uint64_t seq, const absl::Status& invalid);
   bool CallsAgreeLocked() const;
   absl::Status MismatchLocked(uint64_t seq) const;
@@ -73,7 +87,7 @@ class LocalRendezvous {
 
   // std::mutex, not absl::Mutex: Debian's prebuilt abseil is not built for
   // ThreadSanitizer, which then cannot see absl::Mutex's ordering.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   // All guarded by mu_.
   absl::Status poison_;
@@ -85,6 +99,7 @@ class LocalRendezvous {
   std::vector<Arrival> slots_;
   std::vector<bool> present_;
   std::vector<Position> positions_;
+  std::vector<uint64_t> enqueued_;  // by rank: last call put on a stream (0: none)
 };
 
 }  // namespace zero

@@ -17,8 +17,15 @@ absl::StatusOr<std::unique_ptr<MetaCommunicator>> MetaCommunicator::Create(int r
 }
 
 void MetaCommunicator::Abort(const absl::Status& reason) {
+  std::lock_guard lock(mu_);
   if (!aborted_.ok()) return;  // the first reason stays
   aborted_ = reason.ok() ? absl::CancelledError("the group was aborted") : reason;
+  failed_ = true;
+}
+
+absl::Status MetaCommunicator::AsyncError() const {
+  std::lock_guard lock(mu_);
+  return aborted_;
 }
 
 // Validation happened in Communicator::Run; its verdict is ours. A bad call
@@ -27,8 +34,11 @@ void MetaCommunicator::Abort(const absl::Status& reason) {
 // meta device and no peer to meet.
 absl::Status MetaCommunicator::Execute(const CollectiveCall&, const void*, void*, Stream*,
                                        const absl::Status& invalid) {
+  if (invalid.ok() && !failed_) return absl::OkStatus();
+  std::lock_guard lock(mu_);
   if (!aborted_.ok()) return aborted_;
-  if (!invalid.ok()) aborted_ = invalid;
+  aborted_ = invalid;
+  failed_ = true;
   return invalid;
 }
 

@@ -11,7 +11,9 @@
 // (absent) peers agree: a program whose ranks would diverge is not caught.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "absl/status/statusor.h"
 #include "zero/comm/communicator.h"
@@ -28,6 +30,8 @@ class MetaCommunicator final : public Communicator {
   // Later calls fail with `reason` (Cancelled if OK), as a failed group does;
   // so does a call with invalid arguments (its InvalidArgument).
   void Abort(const absl::Status& reason) override;
+  // OK, or what Abort or the first invalid call left.
+  absl::Status AsyncError() const override;
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
@@ -38,7 +42,11 @@ class MetaCommunicator final : public Communicator {
 
   const int rank_;
   const int world_size_;
-  absl::Status aborted_;  // OK until Abort; one thread drives a communicator
+  mutable std::mutex mu_;  // Abort and AsyncError may come from other threads
+  absl::Status aborted_;   // guarded by mu_; OK until Abort or an invalid call
+  // Set once aborted_ is: calls of a healthy group (millions, in footprint
+  // runs) skip the mutex.
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace zero

@@ -12,6 +12,7 @@
 #include "base/status_macros.h"
 #include "memory/cuda/driver_api.h"
 #include "zero/comm/call_history.h"
+#include "zero/comm/comm_errors.h"
 #include "zero/comm/nccl_api.h"
 #include "zero/comm/nccl_sequence_check.h"
 
@@ -51,6 +52,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   void Abort(const absl::Status& reason) override;
+  absl::Status AsyncError() const override;
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
@@ -73,10 +75,11 @@ class NcclCommunicator final : public Communicator {
   const NcclOptions options_;
   CallHistory history_;  // rank thread only
 
-  std::mutex mu_;
-  absl::Status poison_;            // guarded by mu_
-  bool aborted_ = false;           // guarded by mu_ (read unlocked in the destructor)
-  std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
+  // Mutable: AsyncError() keeps what NCCL reports, so later calls fail fast.
+  mutable std::mutex mu_;
+  mutable absl::Status poison_;            // guarded by mu_
+  bool aborted_ = false;                   // guarded by mu_ (read unlocked in the destructor)
+  mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
 };
 
 void NcclCommunicator::Poison(absl::Status status) {
@@ -93,6 +96,23 @@ void NcclCommunicator::Abort(const absl::Status& reason) {
     aborted_ = true;
     api_->CommAbort(comm_);
   }
+}
+
+// ncclInProgress is not an error: a nonblocking communicator still working.
+absl::Status NcclCommunicator::AsyncError() const {
+  std::lock_guard lock(mu_);
+  if (!poison_.ok() || aborted_ || api_->CommGetAsyncError == nullptr) return poison_;
+  ncclResult_t async = ncclSuccess;
+  absl::Status status =
+      NcclStatus(*api_, api_->CommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+  if (status.ok() && async != ncclSuccess && async != ncclInProgress) {
+    status = NcclStatus(*api_, async, "NCCL asynchronous error");
+  }
+  if (!status.ok()) {
+    poison_ = status;
+    stop_ = true;
+  }
+  return status;
 }
 
 absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* send, void* recv,
@@ -153,8 +173,7 @@ absl::Status NcclCommunicator::Execute(const CollectiveCall& call, const void* s
   }
   if (!bad.ok()) {
     // Skipping the call desynchronizes this rank from its peers: fail fast.
-    Poison(absl::FailedPreconditionError(
-        absl::StrFormat("collective #%d failed on rank %d: %s", seq, rank_, bad.message())));
+    Poison(RankFailedError(seq, rank_, bad));
     return bad;
   }
   std::lock_guard lock(mu_);

@@ -5,7 +5,9 @@
 // Stream semantics: a call enqueues the collective on `stream` (a CUDA
 // stream, Stream::native_handle(); null means the legacy default stream) and
 // returns; the result is ready for work enqueued after it on that stream.
-// Errors returned are those NCCL reports at enqueue time. Buffers are device
+// Errors returned are those NCCL reports at enqueue time; AsyncError() asks
+// NCCL for errors found later (ncclCommGetAsyncError, where the library has
+// it) and keeps the first, so later calls fail fast. Buffers are device
 // memory (or any memory NCCL accepts) of the communicator's card.
 //
 // Reductions run in the element type inside NCCL (bf16/fp16 are not

@@ -2,10 +2,13 @@
 // bytes, and the reference results the contracts promise.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -32,6 +35,36 @@ inline std::vector<absl::Status> RunRanks(
   for (std::thread& t : threads) t.join();
   return results;
 }
+
+// Holds the streams that run Wait() until Open(), so work queued behind it
+// has certainly not run while it is closed: tests of asynchrony need no
+// timing. Wait gives up after `patience` (and expired() says so), so code
+// that wrongly waits for the held work fails the test instead of hanging it.
+class Gate {
+ public:
+  explicit Gate(std::chrono::milliseconds patience = std::chrono::seconds(10))
+      : patience_(patience) {}
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, patience_, [this] { return open_; })) expired_ = true;
+  }
+  bool expired() const {
+    std::lock_guard lock(mu_);
+    return expired_;
+  }
+
+ private:
+  const std::chrono::milliseconds patience_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;     // guarded by mu_
+  bool expired_ = false;  // guarded by mu_
+};
 
 inline float Decode(DType dtype, const uint8_t* p) {
   switch (dtype) {

@@ -1,9 +1,13 @@
 // Every verb x dtype x {1,2,4,8} ranks on the local backend, against the
-// rank-ordered fp32 reference, out of place and in place.
+// rank-ordered fp32 reference, out of place and in place; synchronous (null
+// stream) and stream-ordered (a host stream per rank, synchronized before
+// the results are read).
+#include <memory>
 #include <string>
 #include <tuple>
 
 #include "gtest/gtest.h"
+#include "memory/host_stream.h"
 #include "tests/zero/comm/comm_test_util.h"
 #include "zero/comm/local_communicator.h"
 
@@ -13,22 +17,45 @@ namespace {
 constexpr size_t kCounts[] = {0, 37, 3000};  // empty, uneven, several blocks
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
 
-class LocalCollectivesTest : public ::testing::TestWithParam<std::tuple<DType, int>> {
+using Param = std::tuple<DType, int, bool>;
+
+class LocalCollectivesTest : public ::testing::TestWithParam<Param> {
  protected:
   DType dtype() const { return std::get<0>(GetParam()); }
   int world() const { return std::get<1>(GetParam()); }
+  bool stream_ordered() const { return std::get<2>(GetParam()); }
   size_t elem() const { return SizeOf(dtype()); }
 
-  Group MakeGroup() const {
-    auto group = LocalGroup::Create(world(), {.timeout = absl::Seconds(60)});
+  Group MakeGroup() {
+    for (int r = 0; r < world() && stream_ordered(); ++r) {
+      streams_.push_back(std::make_unique<HostStream>(r));
+    }
+    auto group = LocalGroup::Create(
+        world(), {.timeout = absl::Seconds(60), .stream_ordered = stream_ordered()});
     EXPECT_TRUE(group.ok()) << group.status();
     return std::move(group).value();
+  }
+
+  Stream* stream(int rank) const { return stream_ordered() ? streams_[rank].get() : nullptr; }
+
+  // fn(rank, comm) issues the call on stream(rank); then the rank waits for
+  // its stream and reports the group's error, if any.
+  std::vector<absl::Status> Run(Group& group,
+                                const std::function<absl::Status(int, Communicator&)>& fn) {
+    return RunRanks(group, [&](int r, Communicator& comm) {
+      absl::Status status = fn(r, comm);
+      if (status.ok() && stream(r) != nullptr) status = stream(r)->Synchronize();
+      return status.ok() ? comm.AsyncError() : status;
+    });
   }
 
   static void ExpectAllOk(const std::vector<absl::Status>& results) {
     for (size_t r = 0; r < results.size(); ++r)
       EXPECT_TRUE(results[r].ok()) << r << ": " << results[r];
   }
+
+ private:
+  std::vector<std::unique_ptr<HostStream>> streams_;  // one per rank when stream-ordered
 };
 
 TEST_P(LocalCollectivesTest, AllGather) {
@@ -45,9 +72,9 @@ TEST_P(LocalCollectivesTest, AllGather) {
           std::copy(inputs[r].begin(), inputs[r].end(), recv[r].begin() + r * count * elem());
         }
       }
-      ExpectAllOk(RunRanks(group, [&](int r, Communicator& comm) {
+      ExpectAllOk(Run(group, [&](int r, Communicator& comm) {
         const void* send = in_place ? recv[r].data() + r * count * elem() : inputs[r].data();
-        return comm.AllGather(send, recv[r].data(), count, dtype(), nullptr);
+        return comm.AllGather(send, recv[r].data(), count, dtype(), stream(r));
       }));
       for (int r = 0; r < world(); ++r) EXPECT_EQ(recv[r], expected) << "rank " << r;
     }
@@ -64,9 +91,9 @@ TEST_P(LocalCollectivesTest, ReduceScatter) {
         std::vector<Bytes> inputs, send, recv(world(), Bytes(count * elem(), 0xAB));
         for (int r = 0; r < world(); ++r) inputs.push_back(Pattern(dtype(), r, world() * count, 2));
         send = inputs;  // in place overwrites the send buffers
-        ExpectAllOk(RunRanks(group, [&](int r, Communicator& comm) {
+        ExpectAllOk(Run(group, [&](int r, Communicator& comm) {
           void* out = in_place ? send[r].data() + r * count * elem() : recv[r].data();
-          return comm.ReduceScatter(send[r].data(), out, count, dtype(), op, nullptr);
+          return comm.ReduceScatter(send[r].data(), out, count, dtype(), op, stream(r));
         }));
         for (int r = 0; r < world(); ++r) {
           const Bytes got = in_place ? Slice(send[r], dtype(), r * count, count) : recv[r];
@@ -87,9 +114,9 @@ TEST_P(LocalCollectivesTest, AllReduce) {
         std::vector<Bytes> inputs, send, recv(world(), Bytes(count * elem(), 0xAB));
         for (int r = 0; r < world(); ++r) inputs.push_back(Pattern(dtype(), r, count, 3));
         send = inputs;
-        ExpectAllOk(RunRanks(group, [&](int r, Communicator& comm) {
+        ExpectAllOk(Run(group, [&](int r, Communicator& comm) {
           void* out = in_place ? send[r].data() : recv[r].data();
-          return comm.AllReduce(send[r].data(), out, count, dtype(), op, nullptr);
+          return comm.AllReduce(send[r].data(), out, count, dtype(), op, stream(r));
         }));
         const Bytes expected = Reference(dtype(), op, inputs, 0, count);
         for (int r = 0; r < world(); ++r)
@@ -109,10 +136,10 @@ TEST_P(LocalCollectivesTest, Broadcast) {
         std::vector<Bytes> inputs, recv(world(), Bytes(count * elem(), 0xAB));
         for (int r = 0; r < world(); ++r) inputs.push_back(Pattern(dtype(), r, count, 4));
         recv[root] = in_place ? inputs[root] : recv[root];
-        ExpectAllOk(RunRanks(group, [&](int r, Communicator& comm) {
+        ExpectAllOk(Run(group, [&](int r, Communicator& comm) {
           // A non-root's send is never read; in place it is null, as NCCL allows.
           const void* send = in_place ? (r == root ? recv[r].data() : nullptr) : inputs[r].data();
-          return comm.Broadcast(send, recv[r].data(), count, dtype(), root, nullptr);
+          return comm.Broadcast(send, recv[r].data(), count, dtype(), root, stream(r));
         }));
         for (int r = 0; r < world(); ++r) EXPECT_EQ(recv[r], inputs[root]) << "rank " << r;
       }
@@ -120,15 +147,16 @@ TEST_P(LocalCollectivesTest, Broadcast) {
   }
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::tuple<DType, int>>& info) {
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   return std::string(Name(std::get<0>(info.param))) + "_x" +
-         std::to_string(std::get<1>(info.param));
+         std::to_string(std::get<1>(info.param)) +
+         (std::get<2>(info.param) ? "_stream_ordered" : "_sync");
 }
 
-INSTANTIATE_TEST_SUITE_P(DTypesAndWorlds, LocalCollectivesTest,
+INSTANTIATE_TEST_SUITE_P(DTypesWorldsAndModes, LocalCollectivesTest,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16,
                                                               DType::kF16),
-                                            ::testing::Values(1, 2, 4, 8)),
+                                            ::testing::Values(1, 2, 4, 8), ::testing::Bool()),
                          ParamName);
 
 }  // namespace

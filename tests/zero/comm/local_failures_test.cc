@@ -84,10 +84,12 @@ TEST(LocalFailuresTest, MissingRankTimesOutEverywhereAndPoisons) {
   auto again = RunRanks(group, [&](int, Communicator& comm) { return comm.Barrier(nullptr); });
   EXPECT_LT(SecondsSince(late), 1.0);
   for (const absl::Status& s : again) EXPECT_EQ(s, results[0]);
+  for (const auto& comm : group) EXPECT_EQ(comm->AsyncError(), results[0]);
 }
 
 TEST(LocalFailuresTest, ErrorsPoisonTheGroup) {
   Group group = MakeGroup(3, absl::Seconds(60));
+  for (const auto& comm : group) EXPECT_TRUE(comm->AsyncError().ok());
   auto first = RunRanks(group, [&](int r, Communicator& comm) {
     return r == 0 ? comm.Barrier(nullptr)
                   : comm.AllReduce(nullptr, nullptr, 0, DType::kF32, ReduceOp::kSum, nullptr);

@@ -92,6 +92,7 @@ TEST(MetaCommunicatorTest, ReturnsAtOnce) {
 TEST(MetaCommunicatorTest, ValidatesLikeEveryBackendAndThenStaysFailed) {
   auto comm = MetaCommunicator::Create(2, 4);
   ASSERT_TRUE(comm.ok());
+  EXPECT_TRUE((*comm)->AsyncError().ok());
   absl::Status null_recv = (*comm)->AllGather(Fake(kA), nullptr, 8, DType::kF32, nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(null_recv)) << null_recv;
   EXPECT_THAT(null_recv.message(), HasSubstr("AllGather(f32 x 8) on rank 2"));
@@ -99,6 +100,7 @@ TEST(MetaCommunicatorTest, ValidatesLikeEveryBackendAndThenStaysFailed) {
   // Nothing counted, and the group is failed for later calls.
   EXPECT_EQ((*comm)->stats().Total().calls, 0u);
   EXPECT_EQ((*comm)->Barrier(nullptr), null_recv);
+  EXPECT_EQ((*comm)->AsyncError(), null_recv);
 }
 
 TEST(MetaCommunicatorTest, RejectsOverlapAndBadRoot) {
@@ -127,6 +129,7 @@ TEST(MetaCommunicatorTest, AbortFailsLaterCalls) {
   (*comm)->Abort(absl::InternalError("rank 0 gave up"));
   (*comm)->Abort(absl::OkStatus());  // the first reason stays
   EXPECT_EQ((*comm)->Barrier(nullptr), absl::InternalError("rank 0 gave up"));
+  EXPECT_EQ((*comm)->AsyncError(), absl::InternalError("rank 0 gave up"));
   auto other = MetaCommunicator::Create(0, 8);
   ASSERT_TRUE(other.ok());
   (*other)->Abort(absl::OkStatus());
