@@ -20,6 +20,19 @@ void MergeStreams(StreamList& into, const StreamList& from) {
   for (Stream* s : from) AddStream(into, s);
 }
 
+void MergePending(PendingUses& into, const PendingUses& from) {
+  for (const PendingUse& use : from) {
+    if (use.event->Query()) continue;
+    auto same = std::find_if(into.begin(), into.end(),
+                             [&](const PendingUse& u) { return u.stream == use.stream; });
+    if (same == into.end()) {
+      into.push_back(use);
+    } else if (same->order < use.order) {
+      *same = use;
+    }
+  }
+}
+
 BlockSet::iterator BlockSet::FindFit(size_t size, size_t alignment) {
   for (auto f = free_.lower_bound({size, 0}); f != free_.end(); ++f) {
     const uintptr_t start = AlignUp(f->second, alignment);
@@ -28,7 +41,7 @@ BlockSet::iterator BlockSet::FindFit(size_t size, size_t alignment) {
   return blocks_.end();
 }
 
-BlockSet::iterator BlockSet::Carve(iterator it, size_t size, size_t alignment) {
+BlockSet::iterator BlockSet::Carve(iterator it, size_t size, size_t alignment, Stream* user) {
   const uintptr_t addr = it->first;
   const uintptr_t block_end = addr + it->second.size;
   const uintptr_t start = AlignUp(addr, alignment);
@@ -38,18 +51,22 @@ BlockSet::iterator BlockSet::Carve(iterator it, size_t size, size_t alignment) {
   // Neighbours of a free block are never free, so the pieces need no
   // coalescing. The common case (no alignment padding) reuses the node.
   if (block_end > end) {
-    InsertFree(end, Block{.size = block_end - end, .segment = segment,
-                          .streams = it->second.streams});
+    InsertFree(end, Block{.size = block_end - end, .segment = segment, .users = {},
+                          .pending = it->second.pending});
   }
+  StreamList users;
+  if (user != nullptr) users.push_back(user);
   if (start > addr) {
-    Block used{.size = size, .allocated = true, .segment = segment,
-               .streams = it->second.streams};
+    Block used{.size = size, .allocated = true, .segment = segment, .users = std::move(users),
+               .pending = {}};
     it->second.size = start - addr;
     free_.emplace(it->second.size, addr);
     return blocks_.emplace(start, std::move(used)).first;
   }
   it->second.size = size;
   it->second.allocated = true;
+  it->second.users = std::move(users);
+  it->second.pending.clear();
   return it;
 }
 
@@ -78,7 +95,7 @@ BlockSet::iterator BlockSet::Coalesce(iterator it) {
       free_.erase({prev->second.size, prev->first});
       free_.erase({it->second.size, it->first});
       prev->second.size += it->second.size;
-      MergeStreams(prev->second.streams, it->second.streams);
+      MergePending(prev->second.pending, it->second.pending);
       blocks_.erase(it);
       it = prev;
       free_.emplace(it->second.size, it->first);
@@ -88,16 +105,26 @@ BlockSet::iterator BlockSet::Coalesce(iterator it) {
   if (next != blocks_.end() && mergeable(*it, *next)) {
     free_.erase({it->second.size, it->first});
     it->second.size += next->second.size;
-    MergeStreams(it->second.streams, next->second.streams);
+    MergePending(it->second.pending, next->second.pending);
     EraseFree(next);
     free_.emplace(it->second.size, it->first);
   }
   return it;
 }
 
-BlockSet::iterator BlockSet::Free(iterator it, Stream* stream) {
+absl::StatusOr<BlockSet::iterator> BlockSet::Free(iterator it, Stream* stream) {
   Block& block = it->second;
-  if (stream != nullptr) AddStream(block.streams, stream);
+  StreamList users = block.users;
+  if (stream != nullptr) AddStream(users, stream);
+  const uint64_t order = ++frees_;
+  PendingUses recorded;
+  for (Stream* user : users) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Event> event, user->Record());
+    recorded.push_back(PendingUse{user, std::move(event), order});
+  }
+  block.users.clear();
+  block.pending.clear();
+  MergePending(block.pending, recorded);
   block.allocated = false;
   block.requested = 0;
   free_.emplace(block.size, it->first);
@@ -130,15 +157,17 @@ absl::StatusOr<BlockSet::iterator> BlockSet::FindAllocated(uintptr_t addr, size_
   return it;
 }
 
-absl::Status BlockSet::OrderAfterUses(Block& block, Stream* stream) {
-  for (Stream* other : block.streams) {
-    if (other == stream) continue;
-    ASSIGN_OR_RETURN(std::shared_ptr<Event> event, other->Record());
-    if (event->Query()) continue;
-    RETURN_IF_ERROR(stream != nullptr ? stream->Wait(event) : event->Synchronize());
+absl::Status BlockSet::OrderAfterUses(const Block& block, Stream* stream) {
+  for (const PendingUse& use : block.pending) {
+    if (use.stream == stream || use.event->Query()) continue;
+    RETURN_IF_ERROR(stream != nullptr ? stream->Wait(use.event) : use.event->Synchronize());
   }
-  block.streams.clear();
-  if (stream != nullptr) block.streams.push_back(stream);
+  return absl::OkStatus();
+}
+
+absl::Status BlockSet::WaitForPending(Block& block) {
+  for (const PendingUse& use : block.pending) RETURN_IF_ERROR(use.event->Synchronize());
+  block.pending.clear();
   return absl::OkStatus();
 }
 

@@ -1,7 +1,9 @@
 // The block bookkeeping every caching pool here shares (DevicePool over the
 // UVA slice, offload's PinnedHostPool over host arenas): best fit by size,
 // split on allocation, coalesce with free neighbours by address on free, and
-// the streams that may still touch each block (stream-ordered reuse).
+// stream-ordered reuse: an allocated block knows the streams that use it; on
+// free, an event is recorded on each of them (and on the freeing stream), and
+// the free block keeps those events until a new owner is ordered after them.
 //
 // It only keeps books: it never maps, touches or frees memory. Blocks merge
 // only within one segment, so a pool whose ranges are separate allocations
@@ -12,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "absl/container/btree_set.h"
@@ -26,6 +29,16 @@ namespace zero {
 // Almost always one or two streams: no heap allocation on the hot path.
 using StreamList = absl::InlinedVector<Stream*, 2>;
 
+// Work on `stream` that may still touch a free block: everything enqueued
+// there before the block was freed, marked by `event`. Of two uses on one
+// stream, the one with the larger `order` (recorded later) covers the other.
+struct PendingUse {
+  Stream* stream;
+  std::shared_ptr<Event> event;
+  uint64_t order;
+};
+using PendingUses = absl::InlinedVector<PendingUse, 2>;
+
 class BlockSet {
  public:
   struct Block {
@@ -34,7 +47,8 @@ class BlockSet {
     bool allocated = false;
     Tag tag = Tag::kOther;
     uint32_t segment = 0;  // merges only with neighbours of the same segment
-    StreamList streams;    // may still touch these bytes
+    StreamList users;      // allocated: streams using it (null, the host, is not listed)
+    PendingUses pending;   // free: uses not known to be done (completed ones are dropped)
   };
   using Map = std::map<uintptr_t, Block>;
   using iterator = Map::iterator;
@@ -48,17 +62,20 @@ class BlockSet {
 
   // The smallest free block holding `size` bytes at `alignment`; end() if none.
   iterator FindFit(size_t size, size_t alignment);
-  // Takes `size` bytes at `alignment` from free block `it`; the rest stays
-  // free (with the same streams). Returns the allocated block.
-  iterator Carve(iterator it, size_t size, size_t alignment);
+  // Takes `size` bytes at `alignment` from free block `it` for `user` (null:
+  // the host); the rest stays free with the same pending uses. Returns the
+  // allocated block. Order `user` after the block's uses first.
+  iterator Carve(iterator it, size_t size, size_t alignment, Stream* user);
   // Adds a free block (no coalescing) / removes a free block.
   iterator InsertFree(uintptr_t addr, Block block);
   void EraseFree(iterator it);
   // Merges free block `it` with free neighbours of its segment.
   iterator Coalesce(iterator it);
-  // Frees an allocated block, used last by `stream` too (null: the host),
-  // and coalesces it. Returns the merged free block.
-  iterator Free(iterator it, Stream* stream);
+  // Frees an allocated block, used last by `stream` too (null: the host):
+  // records an event on `stream` and on each of its users now, then
+  // coalesces. Returns the merged free block; if a record fails, the error,
+  // and the block stays allocated.
+  absl::StatusOr<iterator> Free(iterator it, Stream* stream);
 
   // The allocated block at `addr` freed with `bytes`, or the error a bad free
   // deserves (callers Annotate it with their name): NotFound (not a block
@@ -66,19 +83,25 @@ class BlockSet {
   // (size differs from the request).
   absl::StatusOr<iterator> FindAllocated(uintptr_t addr, size_t bytes);
 
-  // Orders a new use on `stream` after every other stream that may still use
-  // `block` (an event each); waiting is transitive, so `stream` alone then
-  // stands for all of them. A null stream is the calling host thread: it
-  // blocks until those streams' work is done.
-  static absl::Status OrderAfterUses(Block& block, Stream* stream);
+  // Orders a new use on `stream` after the free block's pending uses on other
+  // streams (Stream::Wait: the host does not block). Its own stream's uses
+  // need nothing: stream order covers them. A null stream is the calling
+  // host thread: it blocks until those uses are done.
+  static absl::Status OrderAfterUses(const Block& block, Stream* stream);
+  // Blocks the host until the free block's pending uses are done (before its
+  // memory is given back), and forgets them.
+  static absl::Status WaitForPending(Block& block);
 
  private:
   Map blocks_;
+  uint64_t frees_ = 0;  // orders PendingUses
   absl::btree_set<std::pair<size_t, uintptr_t>> free_;  // (size, address)
 };
 
 // Adds `stream` to `streams` once.
 void AddStream(StreamList& streams, Stream* stream);
 void MergeStreams(StreamList& into, const StreamList& from);
+// Adds the uses of `from` that are not done to `into`, one per stream.
+void MergePending(PendingUses& into, const PendingUses& from);
 
 }  // namespace zero

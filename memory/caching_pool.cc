@@ -50,7 +50,7 @@ absl::StatusOr<void*> CachingPool::DoAllocate(size_t bytes, size_t alignment, Ta
     it = *grown;
   }
   RETURN_IF_ERROR(BlockSet::OrderAfterUses(it->second, stream));
-  it = blocks_.Carve(it, size, alignment);
+  it = blocks_.Carve(it, size, alignment, stream);
   Block& block = it->second;
   block.requested = bytes;
   block.tag = tag;
@@ -74,8 +74,8 @@ CachingPool::BlockMap::iterator CachingPool::AddMapped(uintptr_t addr, size_t by
   stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   ++stats_.num_maps;
   timeline_.Add(TraceAction::kSegmentMap, device_, addr, bytes, Tag::kOther, nullptr);
-  return blocks_.Coalesce(
-      blocks_.InsertFree(addr, Block{.size = bytes, .segment = segment, .streams = {}}));
+  return blocks_.Coalesce(blocks_.InsertFree(
+      addr, Block{.size = bytes, .segment = segment, .users = {}, .pending = {}}));
 }
 
 void CachingPool::Released(uintptr_t addr, size_t bytes) {
@@ -92,21 +92,28 @@ absl::Status CachingPool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) 
       blocks_.FindAllocated(reinterpret_cast<uintptr_t>(ptr), bytes);
   if (!found.ok()) return Rejected(Annotate(found.status(), Name()));
   if (absl::Status s = CheckStream(stream, "free"); !s.ok()) return Rejected(s);
-  Block& block = (*found)->second;
-  CountFree(stats_, block.size, block.requested, block.tag);
-  timeline_.Add(TraceAction::kFreeCompleted, device_, (*found)->first, bytes, block.tag, stream);
-  blocks_.Free(*found, stream);
+  const uintptr_t addr = (*found)->first;
+  const Block& block = (*found)->second;
+  const size_t size = block.size, requested = block.requested;
+  const Tag tag = block.tag;
+  // Events first: a failed record leaves the block allocated and uncounted.
+  absl::StatusOr<BlockMap::iterator> freed = blocks_.Free(*found, stream);
+  if (!freed.ok()) return Rejected(Annotate(freed.status(), Name()));
+  CountFree(stats_, size, requested, tag);
+  timeline_.Add(TraceAction::kFreeCompleted, device_, addr, bytes, tag, stream);
   return absl::OkStatus();
 }
 
 absl::Status CachingPool::RecordStream(void* ptr, Stream* stream) {
+  stream = Resolve(stream);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.blocks().find(reinterpret_cast<uintptr_t>(ptr));
   if (it == blocks_.blocks().end() || !it->second.allocated) {
     return Rejected(absl::NotFoundError(
         absl::StrFormat("%s: RecordStream on %p, which is not allocated", Name(), ptr)));
   }
-  AddStream(it->second.streams, stream);
+  // The host (null) is done with the bytes when it frees them.
+  if (stream != nullptr) AddStream(it->second.users, stream);
   return absl::OkStatus();
 }
 
@@ -116,9 +123,12 @@ absl::StatusOr<size_t> CachingPool::Trim() {
 }
 
 void CachingPool::SynchronizeAll() {
-  StreamList streams;
-  for (const auto& [addr, block] : blocks_.blocks()) MergeStreams(streams, block.streams);
-  for (Stream* s : streams) (void)s->Synchronize();
+  StreamList users;
+  for (auto& [addr, block] : blocks_.blocks()) {
+    MergeStreams(users, block.users);
+    (void)BlockSet::WaitForPending(block);
+  }
+  for (Stream* s : users) (void)s->Synchronize();
 }
 
 absl::Status CachingPool::OutOfMemory(size_t bytes, Tag tag, absl::string_view why) {

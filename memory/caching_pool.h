@@ -6,10 +6,26 @@
 //
 // The routine: validate the request, round it, best fit from the free blocks,
 // on a miss grow (and trim and grow once more when full), order the block
-// after the streams that last used it, split, count. Frees are checked
-// (foreign, interior, double, size mismatch), counted and coalesced. Every
-// action goes to the timeline; stats, peaks and the snapshot read the same
-// books.
+// after its pending uses, split, count. Frees are checked (foreign, interior,
+// double, size mismatch), counted and coalesced. Every action goes to the
+// timeline; stats, peaks and the snapshot read the same books.
+//
+// Stream-ordered reuse, decided at free time (PyTorch's caching allocator
+// records its events when a block is freed, too): Deallocate on stream S
+// records an event on S and on every stream the block was used on (the one
+// it was allocated on and those given to RecordStream), at that moment. A
+// later allocation on stream T that gets the block makes T wait for those
+// events that are not done yet (Stream::Wait: the host does not block; T's
+// own events need nothing, stream order covers them); on the host thread (a
+// null stream, where Resolve leaves it null) the allocation blocks until they
+// are done. So bytes freed while work on any of their streams still reads or
+// writes them are never touched by the next owner's work before that work
+// ends, and work enqueued on those streams after the free is not waited for.
+// The pool waits rather than skipping blocks whose events are pending (as
+// PyTorch does) or keeping a free list per stream (as RMM does): best fit
+// stays stream-blind, so peaks are the same on every kind of device, which
+// the footprint experiment relies on. Events come from each stream's event
+// pool (memory/event_pool.h); done ones are dropped at free and coalescing.
 //
 // Thread-safe: one mutex guards the books and every hook runs under it. Work
 // running on a stream must not call the pool: Trim (and an allocation that
@@ -56,8 +72,10 @@ class CachingPool : public MemoryResource {
   CachingPool(const CachingPool&) = delete;
   CachingPool& operator=(const CachingPool&) = delete;
 
-  // Marks `ptr` as used by `stream` too, so its memory is not reused before
-  // that stream's work is done (torch's Tensor.record_stream).
+  // Marks `ptr` as used by `stream` too (torch's Tensor.record_stream): the
+  // free then records an event on `stream` as well, so the memory is not
+  // reused before the work enqueued there until the free is done. `stream`
+  // may belong to another device (a peer reading it). Null: Resolve's meaning.
   absl::Status RecordStream(void* ptr, Stream* stream);
 
   // Gives back every free range the subclass can release, after synchronizing

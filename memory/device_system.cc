@@ -57,7 +57,8 @@ absl::StatusOr<DeviceSpec> DeviceSpecFromEnvironment() {
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const DeviceSpec& spec) {
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const DeviceSpec& spec,
+                                                     const HostStreamOptions& streams) {
   switch (spec.kind) {
     case DeviceSpec::Kind::kCuda:
       return CreateCudaBackend();
@@ -65,10 +66,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const DeviceSpec& spec) {
       absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackend();
       // No driver or no card is the normal case on CI and laptops.
       if (cuda.ok() || !absl::IsUnavailable(cuda.status())) return cuda;
-      return std::unique_ptr<Backend>(std::make_unique<HostBackend>(spec.count, spec.capacity));
+      return std::unique_ptr<Backend>(
+          std::make_unique<HostBackend>(spec.count, spec.capacity, streams));
     }
     case DeviceSpec::Kind::kHost:
-      return std::unique_ptr<Backend>(std::make_unique<HostBackend>(spec.count, spec.capacity));
+      return std::unique_ptr<Backend>(
+          std::make_unique<HostBackend>(spec.count, spec.capacity, streams));
     case DeviceSpec::Kind::kMeta:
       return std::unique_ptr<Backend>(std::make_unique<MetaBackend>(spec.count, spec.capacity));
   }
@@ -79,8 +82,20 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const DeviceSpec& spec) {
 
 absl::StatusOr<std::unique_ptr<DeviceSystem>> DeviceSystem::Create(const DeviceSpec& spec,
                                                                    PoolOptions options) {
+  return CreateWithHostStreams(spec, {}, options);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceSystem>> DeviceSystem::CreateWithHostStreams(
+    const DeviceSpec& spec, const HostStreamOptions& host_streams, PoolOptions options) {
   std::unique_ptr<DeviceSystem> system(new DeviceSystem());
-  ASSIGN_OR_RETURN(system->backend_, MakeBackend(spec));
+  system->host_streams_ = host_streams;
+  const bool may_be_host =
+      spec.kind == DeviceSpec::Kind::kHost || spec.kind == DeviceSpec::Kind::kAuto;
+  if (may_be_host && !host_streams.delayed()) {
+    ASSIGN_OR_RETURN(system->host_streams_, HostStreamDelayFromEnvironment());
+  }
+  ASSIGN_OR_RETURN(system->backend_, MakeBackend(spec, system->host_streams_));
+  if (system->kind() != DeviceKind::kHost) system->host_streams_ = {};
   ASSIGN_OR_RETURN(system->space_, UvaSpace::Create(system->backend_.get()));
   for (int d = 0; d < system->device_count(); ++d) {
     ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, system->backend_->CreateStream(d));

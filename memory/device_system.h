@@ -5,7 +5,11 @@
 // else host devices; "host:8x16GiB" asks for 8 host devices of 16 GiB each;
 // "meta:1024x80GB" for meta devices (accounting only). The spec comes from
 // the --zero_devices flag, else the ZERO_DEVICES environment variable, else
-// "auto". Thread-safe after Create; destroy only when no work is pending.
+// "auto". Host devices' streams take the HostStreamOptions given to
+// CreateWithHostStreams (the seeded delay mode of memory/stream_delay.h);
+// when those leave it off, $ZERO_HOST_STREAM_DELAY decides, so a whole test
+// suite can run delayed.
+// Thread-safe after Create; destroy only when no work is pending.
 #pragma once
 
 #include <map>
@@ -20,6 +24,7 @@
 #include <mutex>
 #include "memory/backend.h"
 #include "memory/pool.h"
+#include "memory/stream_delay.h"
 #include "memory/uva_space.h"
 
 namespace zero {
@@ -39,6 +44,10 @@ class DeviceSystem {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSystem>> Create(const DeviceSpec& spec,
                                                               PoolOptions options = {});
+  // InvalidArgument when the options are off and $ZERO_HOST_STREAM_DELAY is
+  // malformed (Create too); ignored for other kinds of devices.
+  static absl::StatusOr<std::unique_ptr<DeviceSystem>> CreateWithHostStreams(
+      const DeviceSpec& spec, const HostStreamOptions& host_streams, PoolOptions options = {});
   static absl::StatusOr<std::unique_ptr<DeviceSystem>> CreateFromEnvironment(
       PoolOptions options = {});
   ~DeviceSystem();
@@ -46,6 +55,8 @@ class DeviceSystem {
   DeviceKind kind() const { return backend_->kind(); }
   int device_count() const { return backend_->device_count(); }
   Backend& backend() { return *backend_; }
+  // What host streams run with (off on other kinds of devices).
+  const HostStreamOptions& host_streams() const { return host_streams_; }
   UvaSpace& space() { return *space_; }
   DevicePool& pool(int device) { return *pools_[device]; }
   Stream* default_stream(int device) { return default_streams_[device].get(); }
@@ -66,6 +77,7 @@ class DeviceSystem {
  private:
   DeviceSystem() = default;
 
+  HostStreamOptions host_streams_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<UvaSpace> space_;
   std::vector<std::unique_ptr<Stream>> default_streams_;

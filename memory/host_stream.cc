@@ -3,28 +3,33 @@
 #include <cstring>
 #include <utility>
 
+#include "memory/testing/stream_faults.h"
+
 namespace zero {
 
-bool HostEvent::Query() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
-
-absl::Status HostEvent::Synchronize() const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return done_; });
-  return absl::OkStatus();
-}
-
-void HostEvent::Complete() {
+void HostProgress::Advance() {
   {
+    // Under the lock, so a waiter between its check and its sleep cannot
+    // miss the notification.
     std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
+    done_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
-HostStream::HostStream(int device) : device_(device), worker_([this] { Run(); }) {}
+void HostProgress::WaitFor(uint64_t ticket) const {
+  if (done() >= ticket) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done() >= ticket; });
+}
+
+absl::Status HostEvent::Synchronize() const {
+  progress_->WaitFor(ticket());
+  return absl::OkStatus();
+}
+
+HostStream::HostStream(int device, HostStreamOptions options, int index)
+    : device_(device), delays_(options, device, index), worker_([this] { Run(); }) {}
 
 HostStream::~HostStream() {
   {
@@ -45,7 +50,10 @@ void HostStream::Run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    const absl::Duration delay = delays_.Next();
+    if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
     std::move(task)();
+    progress_->Advance();
   }
 }
 
@@ -54,6 +62,7 @@ absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
     queue_.push_back(std::move(fn));
+    ++enqueued_;
   }
   cv_.notify_one();
   return absl::OkStatus();
@@ -68,23 +77,47 @@ absl::Status HostStream::Fill(void* dst, unsigned char value, size_t bytes) {
 }
 
 absl::StatusOr<std::shared_ptr<Event>> HostStream::Record() {
-  auto event = std::make_shared<HostEvent>();
-  absl::Status status = Enqueue([event] { event->Complete(); });
-  if (!status.ok()) return status;
-  return std::shared_ptr<Event>(event);
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<std::shared_ptr<HostEvent>> event = events_.Acquire(
+      [this]() -> absl::StatusOr<std::shared_ptr<HostEvent>> {
+        return std::make_shared<HostEvent>(progress_);
+      });
+  if (!event.ok()) return event.status();
+  (*event)->Rearm(enqueued_);
+  return std::shared_ptr<Event>(*std::move(event));
 }
 
 absl::Status HostStream::Wait(const std::shared_ptr<Event>& event) {
   if (event == nullptr) return absl::InvalidArgumentError("Wait on a null event");
+  if (stream_faults_internal::DropThisWait(this)) return absl::OkStatus();
   if (event->Query()) return absl::OkStatus();
   return Enqueue([event] { (void)event->Synchronize(); });
 }
 
 absl::Status HostStream::Synchronize() {
-  absl::StatusOr<std::shared_ptr<Event>> event = Record();
-  if (!event.ok()) return event.status();
-  return (*event)->Synchronize();
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ticket = enqueued_;
+  }
+  progress_->WaitFor(ticket);
+  return absl::OkStatus();
 }
+
+size_t HostStream::events_created() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_.created();
+}
+
+namespace {
+
+class CompletedEvent final : public Event {
+ public:
+  bool Query() const override { return true; }
+  absl::Status Synchronize() const override { return absl::OkStatus(); }
+};
+
+}  // namespace
 
 absl::Status MetaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
   std::move(fn)();
@@ -92,9 +125,9 @@ absl::Status MetaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
 }
 
 absl::StatusOr<std::shared_ptr<Event>> MetaStream::Record() {
-  auto event = std::make_shared<HostEvent>();
-  event->Complete();
-  return std::shared_ptr<Event>(event);
+  static const std::shared_ptr<Event>* const completed =
+      new std::shared_ptr<Event>(std::make_shared<CompletedEvent>());
+  return *completed;
 }
 
 }  // namespace zero

@@ -2,55 +2,90 @@
 //
 // HostStream is an ordered executor: one worker thread runs enqueued work in
 // order, so an event recorded on one stream and waited on by another really
-// orders work, as on a card. MetaStream does nothing: meta devices have no
-// bytes, so there is nothing to order; host functions run at once.
+// orders work, as on a card. With HostStreamOptions' delay mode
+// (memory/stream_delay.h) the worker sleeps a seeded random time before each
+// task, so missing waits show up. MetaStream does nothing: meta devices have
+// no bytes, so there is nothing to order; host functions run at once.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <thread>
 
-#include <condition_variable>
-#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "memory/event_pool.h"
 #include "memory/stream.h"
+#include "memory/stream_delay.h"
 
 namespace zero {
 
-// Completes once; shared between the recording stream and its waiters.
-class HostEvent final : public Event {
+// How far one host stream has got: the number of its tasks finished, in
+// order. Shared with the stream's events, so they outlive the stream.
+class HostProgress {
  public:
-  bool Query() const override;
-  absl::Status Synchronize() const override;
-  void Complete();
+  uint64_t done() const { return done_.load(std::memory_order_acquire); }
+  void Advance();  // one more task finished
+  void WaitFor(uint64_t ticket) const;
 
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> done_{0};
+};
+
+// "The first `ticket` tasks of a stream": complete once the stream's progress
+// reaches it. Reusable: the stream re-arms it with a later ticket when no one
+// holds it any more (EventPool), so a record allocates nothing.
+class HostEvent final : public Event {
+ public:
+  explicit HostEvent(std::shared_ptr<const HostProgress> progress)
+      : progress_(std::move(progress)) {}
+  bool Query() const override { return progress_->done() >= ticket(); }
+  absl::Status Synchronize() const override;
+  void Rearm(uint64_t ticket) { ticket_.store(ticket, std::memory_order_release); }
+
+ private:
+  uint64_t ticket() const { return ticket_.load(std::memory_order_acquire); }
+  const std::shared_ptr<const HostProgress> progress_;
+  std::atomic<uint64_t> ticket_{0};
 };
 
 class HostStream final : public Stream {
  public:
-  explicit HostStream(int device);
+  // `index`: the stream's place on its device, which picks its delays.
+  explicit HostStream(int device, HostStreamOptions options = {}, int index = 0);
   ~HostStream() override;  // drains the queue, then joins the worker
 
   int device() const override { return device_; }
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
+  // Enqueues nothing: the event is a ticket into this stream's progress.
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
+  // A no-op when DroppedStreamWait (memory/testing/stream_faults.h) says so.
   absl::Status Wait(const std::shared_ptr<Event>& event) override;
   absl::Status Synchronize() override;
+
+  // Events Record() had to make; the rest were recycled.
+  size_t events_created();
 
  private:
   void Run();
 
   const int device_;
+  DelaySequence delays_;  // drawn by the worker only
+  const std::shared_ptr<HostProgress> progress_ = std::make_shared<HostProgress>();
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread worker_;
+  EventPool<HostEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::thread worker_;  // last: starts once the rest is built
 };
 
 class MetaStream final : public Stream {
@@ -60,6 +95,7 @@ class MetaStream final : public Stream {
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
   absl::Status Fill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
+  // One shared, always complete event: nothing to allocate.
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
   absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
   absl::Status Synchronize() override { return absl::OkStatus(); }

@@ -110,12 +110,12 @@ absl::StatusOr<size_t> DevicePool::TrimLocked() {
       ++it;
       continue;
     }
-    for (Stream* s : it->second.streams) RETURN_IF_ERROR(s->Synchronize());
+    RETURN_IF_ERROR(BlockSet::WaitForPending(it->second));
     RETURN_IF_ERROR(space_->Unmap(device_, lo, hi - lo));
-    Block block = std::move(it->second);
     blocks_.EraseFree(it);
-    if (lo > addr) blocks_.InsertFree(addr, Block{.size = lo - addr, .streams = block.streams});
-    if (end > hi) blocks_.InsertFree(hi, Block{.size = end - hi, .streams = block.streams});
+    // The pieces left mapped have no pending uses: they were all waited for.
+    if (lo > addr) blocks_.InsertFree(addr, Block{.size = lo - addr, .users = {}, .pending = {}});
+    if (end > hi) blocks_.InsertFree(hi, Block{.size = end - hi, .users = {}, .pending = {}});
     AddUnmapped(lo, hi - lo);
     Released(lo, hi - lo);
     released += hi - lo;

@@ -6,8 +6,9 @@
 // right after (or before) it, so a miss maps only what is missing. Trim
 // unmaps every whole free granule; pointers never move.
 //
-// Stream-ordered reuse: a free block remembers the streams that may still
-// use it; a request on another stream waits for an event on each of them.
+// Stream-ordered reuse: a free block keeps the events recorded at its free
+// on the streams that used it; a request on another stream waits for those
+// not yet done (memory/caching_pool.h says exactly what is guaranteed).
 // The allocation routine, stats, timeline and snapshot are CachingPool's
 // (memory/caching_pool.h); this class only maps and unmaps granules of the
 // slice. Thread-safe (one mutex per device). Work running on a stream must not

@@ -48,7 +48,12 @@ absl::Status HostBackend::Unmap(int, uintptr_t addr, size_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<Stream>> HostBackend::CreateStream(int device) {
-  return std::unique_ptr<Stream>(std::make_unique<HostStream>(device));
+  if (device < 0 || device >= device_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("no host device %d (there are %d)", device, device_count()));
+  }
+  const int index = stream_count_[device].fetch_add(1, std::memory_order_relaxed);
+  return std::unique_ptr<Stream>(std::make_unique<HostStream>(device, streams_, index));
 }
 
 absl::StatusOr<uintptr_t> MetaBackend::Reserve(size_t bytes) {

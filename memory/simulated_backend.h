@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "memory/backend.h"
+#include "memory/stream_delay.h"
 
 namespace zero {
 
@@ -30,10 +33,14 @@ class SimulatedBackend : public Backend {
 
 // The range is mmap(PROT_NONE, MAP_NORESERVE); Map makes granules readable
 // and writable, Unmap gives the pages back (MADV_DONTNEED) and protects them
-// again, so a stale pointer faults instead of reading garbage.
+// again, so a stale pointer faults instead of reading garbage. Its streams
+// take `streams` (the delay mode), each with its index on its device.
 class HostBackend final : public SimulatedBackend {
  public:
-  using SimulatedBackend::SimulatedBackend;
+  HostBackend(int device_count, size_t capacity, HostStreamOptions streams = {})
+      : SimulatedBackend(device_count, capacity),
+        streams_(streams),
+        stream_count_(device_count) {}
   DeviceKind kind() const override { return DeviceKind::kHost; }
   bool has_bytes() const override { return true; }
   absl::StatusOr<uintptr_t> Reserve(size_t bytes) override;
@@ -41,6 +48,10 @@ class HostBackend final : public SimulatedBackend {
   absl::Status Map(int device, uintptr_t addr, size_t bytes) override;
   absl::Status Unmap(int device, uintptr_t addr, size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override;
+
+ private:
+  const HostStreamOptions streams_;
+  std::vector<std::atomic<int>> stream_count_;  // streams made so far, per device
 };
 
 // Addresses start at a fixed, never-dereferenced base far above user space.

@@ -104,7 +104,7 @@ absl::StatusOr<size_t> PinnedHostPool::TrimLocked() {
       ++a;
       continue;
     }
-    for (Stream* s : it->second.streams) RETURN_IF_ERROR(s->Synchronize());
+    RETURN_IF_ERROR(BlockSet::WaitForPending(it->second));
     blocks_.EraseFree(it);
     source_->Free(reinterpret_cast<void*>(arena.base), arena.bytes);
     Released(arena.base, arena.bytes);

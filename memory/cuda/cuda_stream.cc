@@ -69,12 +69,22 @@ absl::Status CudaStream::Fill(void* dst, unsigned char value, size_t bytes) {
 
 absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
   RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
-  cudaEvent_t event = nullptr;
-  RETURN_IF_ERROR(RuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                                "cudaEventCreateWithFlags"));
-  auto wrapped = std::make_shared<CudaEvent>(device_, event);
-  RETURN_IF_ERROR(RuntimeStatus(cudaEventRecord(event, stream_), "cudaEventRecord"));
-  return std::shared_ptr<Event>(std::move(wrapped));
+  std::lock_guard<std::mutex> lock(events_mu_);
+  ASSIGN_OR_RETURN(std::shared_ptr<CudaEvent> event,
+                   events_.Acquire([this]() -> absl::StatusOr<std::shared_ptr<CudaEvent>> {
+                     cudaEvent_t created = nullptr;
+                     RETURN_IF_ERROR(RuntimeStatus(
+                         cudaEventCreateWithFlags(&created, cudaEventDisableTiming),
+                         "cudaEventCreateWithFlags"));
+                     return std::make_shared<CudaEvent>(device_, created);
+                   }));
+  RETURN_IF_ERROR(RuntimeStatus(cudaEventRecord(event->native(), stream_), "cudaEventRecord"));
+  return std::shared_ptr<Event>(std::move(event));
+}
+
+size_t CudaStream::events_created() {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  return events_.created();
 }
 
 absl::Status CudaStream::Wait(const std::shared_ptr<Event>& event) {

@@ -1,15 +1,22 @@
 // Stream and Event over cudaStream_t / cudaEvent_t. Each call first makes the
-// stream's card current on the calling thread.
+// stream's card current on the calling thread. Record() re-records a pooled
+// cudaEvent_t that no one holds any more (memory/event_pool.h), so a warm
+// stream creates no events; cudaStreamWaitEvent binds to the record current
+// at the call, so a later re-record cannot confuse an earlier wait.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "memory/event_pool.h"
 #include "memory/stream.h"
 
 namespace zero::cuda {
 
+// Owns its cudaEvent_t (destroyed with the last holder, pool included).
 class CudaEvent final : public Event {
  public:
   CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
@@ -39,6 +46,8 @@ class CudaStream final : public Stream {
   absl::Status Wait(const std::shared_ptr<Event>& event) override;
   absl::Status Synchronize() override;
   void* native_handle() const override { return stream_; }
+  // Events Record() had to create; the rest were re-recorded.
+  size_t events_created();
 
  private:
   CudaStream(int device, cudaStream_t stream, bool owned)
@@ -46,6 +55,8 @@ class CudaStream final : public Stream {
   const int device_;
   const cudaStream_t stream_;
   const bool owned_;
+  std::mutex events_mu_;
+  EventPool<CudaEvent> events_ ABSL_GUARDED_BY(events_mu_);
 };
 
 }  // namespace zero::cuda

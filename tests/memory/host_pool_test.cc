@@ -1,13 +1,20 @@
 // What only host devices can show: real bytes and really ordered streams.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
+#include <latch>
+#include <optional>
 #include <random>
+#include <thread>
 #include <vector>
 
-#include <latch>
 #include "base/units.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
+#include "memory/testing/stream_faults.h"
 
 namespace zero {
 namespace {
@@ -65,6 +72,87 @@ TEST_F(HostPoolTest, RecordStreamProtectsABlockUsedOnAnotherStream) {
   EXPECT_EQ(seen, 7);
   int on_stack = 0;
   EXPECT_EQ(pool.RecordStream(&on_stack, side).code(), absl::StatusCode::kNotFound);
+}
+
+// The pool records its events when a block is freed: work enqueued on the
+// freeing stream afterwards does not hold up the block's next owner.
+TEST_F(HostPoolTest, ReuseWaitsOnlyForWorkBeforeTheFree) {
+  DevicePool& pool = system_->pool(0);
+  Stream* a = *system_->CreateStream(0);
+  Stream* b = *system_->CreateStream(0);
+  auto p = pool.Allocate(4096, Tag::kActivations, a);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(pool.Deallocate(*p, 4096, a).ok());
+  std::latch later_work(1);
+  std::promise<void> checked;
+  std::atomic<bool> released{false};
+  ASSERT_TRUE(a->Enqueue([&] { later_work.wait(); }).ok());
+  // Releases `a` after the check, or after a second: a wrong pool makes the
+  // test fail, not hang.
+  std::thread releaser([&, done = checked.get_future()] {
+    if (done.wait_for(std::chrono::seconds(1)) != std::future_status::ready) released = true;
+    later_work.count_down();
+  });
+  auto q = pool.Allocate(4096, Tag::kActivations, b);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(*q, *p);
+  ASSERT_TRUE(b->Fill(*q, 1, 4096).ok());
+  ASSERT_TRUE(b->Synchronize().ok());
+  EXPECT_FALSE(released) << "b waited for work enqueued on a after the free";
+  checked.set_value();
+  releaser.join();
+  ASSERT_TRUE(a->Synchronize().ok()) << "the latch must outlive its waiter";
+}
+
+// A consumer stream still reads a buffer that its producer has freed; the
+// pool hands the buffer to a third stream, which overwrites it at once. The
+// delay mode makes the read slow (16 slices, each 5 to 10 ms late), so only
+// the event the free recorded on the consumer (RecordStream) protects it.
+std::vector<unsigned char> ReadWhileReused(bool drop_the_pools_wait) {
+  constexpr size_t kBytes = 64 * kKiB, kSlices = 16, kSlice = kBytes / kSlices;
+  auto system = *DeviceSystem::CreateWithHostStreams(
+      {DeviceSpec::Kind::kHost, 1, 64 * kMiB},
+      {.delay_seed = 11, .min_delay = absl::Milliseconds(5), .max_delay = absl::Milliseconds(10)});
+  DevicePool& pool = system->pool(0);
+  Stream* producer = system->default_stream(0);
+  Stream* consumer = *system->CreateStream(0);
+  Stream* reuser = *system->CreateStream(0);
+  std::vector<unsigned char> read(kBytes, 0);
+  auto buffer = pool.Allocate(kBytes, Tag::kActivations, producer);
+  EXPECT_TRUE(buffer.ok());
+  auto* bytes = static_cast<unsigned char*>(*buffer);
+  EXPECT_TRUE(producer->Fill(bytes, 0x11, kBytes).ok());
+  EXPECT_TRUE(consumer->Wait(*producer->Record()).ok());
+  for (size_t k = 0; k < kSlices; ++k) {
+    EXPECT_TRUE(consumer->Copy(read.data() + k * kSlice, bytes + k * kSlice, kSlice).ok());
+  }
+  EXPECT_TRUE(pool.RecordStream(bytes, consumer).ok());
+  // The producer's own work is done, so the only wait left is the consumer's.
+  EXPECT_TRUE(producer->Synchronize().ok());
+  EXPECT_TRUE(pool.Deallocate(bytes, kBytes, producer).ok());
+  {
+    std::optional<DroppedStreamWait> drop;
+    if (drop_the_pools_wait) drop.emplace(1, reuser);
+    auto reused = pool.Allocate(kBytes, Tag::kActivations, reuser);
+    EXPECT_TRUE(reused.ok());
+    EXPECT_EQ(*reused, bytes) << "best fit hands out the freed buffer";
+    EXPECT_EQ(drop_the_pools_wait, drop && drop->dropped());
+    EXPECT_TRUE(reuser->Fill(*reused, 0x22, kBytes).ok());
+    EXPECT_TRUE(pool.Deallocate(*reused, kBytes, reuser).ok());
+  }
+  EXPECT_TRUE(consumer->Synchronize().ok());
+  EXPECT_TRUE(reuser->Synchronize().ok());
+  return read;
+}
+
+TEST(HostPoolReuseTest, AFreedBufferIsNotOverwrittenWhileAConsumerReadsIt) {
+  const std::vector<unsigned char> read = ReadWhileReused(false);
+  EXPECT_EQ(std::count(read.begin(), read.end(), 0x11), 64 * kKiB) << "overwritten while read";
+}
+
+TEST(HostPoolReuseTest, WithoutThePoolsWaitTheReadSeesTheOverwrite) {
+  const std::vector<unsigned char> read = ReadWhileReused(true);
+  EXPECT_NE(std::count(read.begin(), read.end(), 0x22), 0) << "the check could not fail";
 }
 
 TEST_F(HostPoolTest, BytesStayPutThroughChurnAndTrimsElsewhere) {

@@ -189,6 +189,24 @@ TEST_P(PoolTest, SnapshotAndTimelineDescribeWhatHappened) {
   EXPECT_THAT(PoolStatsJson(pool().stats()), HasSubstr("\"optimizer_state\":{\"current\":0,\"peak\":5000"));
 }
 
+// Recorded streams (another device's too, and null for the default stream)
+// get their event at free; reuse stays best fit on any stream.
+TEST_P(PoolTest, RecordedStreamsDoNotChangeWhichBlockIsReused) {
+  Stream* a = *system_->CreateStream(0);
+  Stream* peer = *system_->CreateStream(1);
+  auto p = pool().Allocate(8192, Tag::kCommunication, a);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(pool().RecordStream(*p, peer).ok());
+  ASSERT_TRUE(pool().RecordStream(*p, nullptr).ok());
+  ASSERT_TRUE(pool().Deallocate(*p, 8192, a).ok());
+  auto q = pool().Allocate(8192, Tag::kCommunication, *system_->CreateStream(0));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(*q, *p);
+  ASSERT_TRUE(pool().Deallocate(*q, 8192).ok());
+  ASSERT_TRUE(pool().Trim().ok()) << "trim waits for the recorded events";
+  EXPECT_EQ(pool().stats().reserved, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, PoolTest,
                          ::testing::Values(DeviceSpec::Kind::kHost, DeviceSpec::Kind::kMeta),
                          [](const auto& info) {

@@ -1,7 +1,10 @@
 // One typed suite run over every resource, as RMM tests its resources: the
 // device pool, the pinned host pool (the same CachingPool routine over host
 // arenas) and each adaptor stacked over the device pool.
+#include <chrono>
+#include <latch>
 #include <sstream>
+#include <thread>
 
 #include "base/units.h"
 #include "gmock/gmock.h"
@@ -105,6 +108,36 @@ TYPED_TEST(ResourceTest, FreedMemoryIsReusedAndFullIsAnError) {
   EXPECT_EQ(*again, blocks.back()) << "the freed block is the best fit";
   blocks.back() = *again;
   for (void* b : blocks) ASSERT_TRUE(r.Deallocate(b, 4 * kMiB).ok());
+}
+
+// Through every stack: a block freed on stream `a` while `a` still writes it
+// goes to a request on stream `b` only behind that write.
+TYPED_TEST(ResourceTest, ReuseOnAnotherStreamWaitsForTheFreeingStream) {
+  MemoryResource& r = this->resource();
+  Stream* a = *this->system_->CreateStream(0);
+  Stream* b = *this->system_->CreateStream(0);
+  auto p = r.Allocate(4096, Tag::kActivations, a);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto* word = static_cast<volatile int*>(*p);
+  *word = 0;
+  std::latch release(1);
+  ASSERT_TRUE(a->Enqueue([&] { release.wait(); *word = 1; }).ok());
+  ASSERT_TRUE(r.Deallocate(*p, 4096, a).ok());
+  auto q = r.Allocate(4096, Tag::kActivations, b);
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_EQ(*q, *p) << "best fit reuses the same block";
+  int seen = -1;
+  ASSERT_TRUE(b->Enqueue([&] { seen = *word; }).ok());
+  // a writes 50 ms from now: b, if not ordered after a, reads long before.
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release.count_down();
+  });
+  ASSERT_TRUE(b->Synchronize().ok());
+  releaser.join();
+  EXPECT_EQ(seen, 1) << "b ran before a finished with the block";
+  ASSERT_TRUE(a->Synchronize().ok()) << "the latch must outlive its waiter";
+  ASSERT_TRUE(r.Deallocate(*q, 4096, b).ok());
 }
 
 TEST(StatisticsAdaptorTest, CountsBytesAndTags) {

@@ -1,8 +1,11 @@
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <latch>
 #include "gtest/gtest.h"
+#include "memory/event_pool.h"
 #include "memory/host_stream.h"
 
 namespace zero {
@@ -61,6 +64,82 @@ TEST(HostStreamTest, NullEventIsAnError) {
   EXPECT_EQ(stream.Wait(nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A record allocates nothing once the stream is warm: events nobody holds
+// any more are re-armed.
+TEST(HostStreamTest, RecordsRecycleEvents) {
+  HostStream stream(0);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(stream.Enqueue([] {}).ok());
+    auto event = stream.Record();
+    ASSERT_TRUE(event.ok());
+    ASSERT_TRUE((*event)->Synchronize().ok());
+  }
+  EXPECT_EQ(stream.events_created(), 1u);
+}
+
+// A held event is never re-armed, so its holder sees exactly the work it
+// recorded, however many records follow.
+TEST(HostStreamTest, AHeldEventIsNotConfusedByReuse) {
+  HostStream stream(0);
+  std::latch first(1), second(1);
+  ASSERT_TRUE(stream.Enqueue([&] { first.wait(); }).ok());
+  auto held = stream.Record();
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(stream.Enqueue([&] { second.wait(); }).ok());
+  std::shared_ptr<Event> later;
+  for (int i = 0; i < 10; ++i) {
+    auto event = stream.Record();
+    ASSERT_TRUE(event.ok());
+    EXPECT_NE(event->get(), held->get());
+    later = *event;
+  }
+  EXPECT_FALSE((*held)->Query());
+  first.count_down();
+  // Polled, not synchronized: a re-armed event would wait for `second` and
+  // hang instead of failing.
+  bool done = false;
+  for (int i = 0; i < 2000 && !done; ++i) {
+    done = (*held)->Query();
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(done) << "the held event now stands for later work";
+  EXPECT_FALSE(later->Query()) << "the later record covers the second task too";
+  second.count_down();
+  ASSERT_TRUE(later->Synchronize().ok());
+  EXPECT_LE(stream.events_created(), 3u);
+}
+
+TEST(HostStreamTest, EventsOutliveTheirStream) {
+  std::shared_ptr<Event> event;
+  {
+    HostStream stream(0);
+    ASSERT_TRUE(stream.Enqueue([] {}).ok());
+    event = *stream.Record();
+  }
+  EXPECT_TRUE(event->Query());
+  EXPECT_TRUE(event->Synchronize().ok());
+}
+
+TEST(EventPoolTest, ReusesOnlyWhatNobodyHoldsAndKeepsAtMostItsCapacity) {
+  EventPool<int> pool(2);
+  auto make = [] { return absl::StatusOr<std::shared_ptr<int>>(std::make_shared<int>(0)); };
+  std::shared_ptr<int> a = *pool.Acquire(make);
+  std::shared_ptr<int> b = *pool.Acquire(make);
+  std::shared_ptr<int> c = *pool.Acquire(make);  // beyond capacity: not kept
+  EXPECT_EQ(pool.created(), 3u);
+  EXPECT_NE(a, b);
+  const int* freed = b.get();
+  b.reset();
+  c.reset();
+  std::shared_ptr<int> d = *pool.Acquire(make);
+  EXPECT_EQ(d.get(), freed);
+  EXPECT_EQ(pool.created(), 3u);
+  // Both pooled events are held now, so a new one must be made: its error
+  // comes back.
+  auto failing = [] { return absl::StatusOr<std::shared_ptr<int>>(absl::InternalError("no")); };
+  EXPECT_EQ(pool.Acquire(failing).status().code(), absl::StatusCode::kInternal);
+}
+
 TEST(MetaStreamTest, CompletesAtOnce) {
   MetaStream stream(3);
   int ran = 0;
@@ -70,6 +149,7 @@ TEST(MetaStreamTest, CompletesAtOnce) {
   ASSERT_TRUE(event.ok());
   EXPECT_TRUE((*event)->Query());
   EXPECT_EQ(stream.device(), 3);
+  EXPECT_EQ(stream.Record()->get(), event->get()) << "one shared complete event";
 }
 
 }  // namespace
