@@ -3,12 +3,12 @@
 // the partial sums are gathered and added in rank order on every rank, so
 // all ranks and all stages get the same norm to the last bit.
 #include <cmath>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "zero/engine.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/rank_context.h"
-#include "zero/precision.h"
 
 namespace zero {
 
@@ -16,24 +16,23 @@ absl::StatusOr<double> Engine::GlobalGradNorm(float grad_scale) {
   const RankContext& ctx = *ctx_;
   const int n = ctx.layout.world_size();
   if (!ctx.has_bytes) return 0.0;
-  if (ctx.on_card()) {
-    return absl::UnimplementedError(
-        "gradient clipping and loss scaling on cards are not implemented yet");
-  }
-  RETURN_IF_ERROR(ctx.stream->Synchronize());
-  double mine = 0;
-  for (int u = 0; u < ctx.unit_count(); ++u) {
-    mine += SumOfSquares(states_->OwnedGradPiece(u), ctx.dtype, ctx.unit(u).shard);
-  }
+  // This rank's partial sum stays in device memory until all are gathered;
+  // the host then waits once for the n partials.
   ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(ctx.pool, n * sizeof(double),
                                                 Tag::kCommunication, ctx.stream));
   double* slot = all.data<double>() + ctx.rank;
-  *slot = mine;
+  RETURN_IF_ERROR(ctx.stream->Fill(slot, 0, sizeof(double)));
+  for (int u = 0; u < ctx.unit_count(); ++u) {
+    RETURN_IF_ERROR(ctx.elementwise->SumOfSquares(slot, states_->OwnedGradPiece(u),
+                                                  ctx.unit(u).shard, ctx.dtype, ctx.stream));
+  }
   // Two fp32 lanes per double: all-gather moves bytes, it never adds.
   RETURN_IF_ERROR(ctx.comm->AllGather(slot, all.data(), 2, DType::kF32, ctx.stream));
+  std::vector<double> partial(n);
+  RETURN_IF_ERROR(ctx.stream->Copy(partial.data(), all.data(), n * sizeof(double)));
   RETURN_IF_ERROR(ctx.stream->Synchronize());
   double total = 0;
-  for (int r = 0; r < n; ++r) total += all.data<double>()[r];
+  for (int r = 0; r < n; ++r) total += partial[r];
   return std::sqrt(total) * grad_scale;
 }
 

@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                   .devices = devices,
                   .pool = memory.device != nullptr ? memory.device : &devices->pool(device),
                   .stream = devices->default_stream(device),
+                  .elementwise = &ElementwiseExecutor::For(devices->kind()),
                   .rank = comm->rank(),
                   .dtype = config.param_dtype,
                   .esize = SizeOf(config.param_dtype),
@@ -90,7 +91,7 @@ absl::Status Engine::Init() {
   ASSIGN_OR_RETURN(states_, ModelStates::Allocate(*ctx_, placement, host_.get()));
   ASSIGN_OR_RETURN(gatherer_, ParameterGatherer::Create(*ctx_, *states_));
   reducer_ = std::make_unique<GradientReducer>(*ctx_, *states_,
-                                               [this](int unit) { OnUnitReduced(unit); });
+                                               [this](int unit) { return OnUnitReduced(unit); });
   return absl::OkStatus();
 }
 

@@ -185,7 +185,7 @@ class Engine {
   absl::Status PublishUnit(int unit);
   absl::Status UpdateOffloaded(float grad_scale);
   bool UpdatesEarly() const;  // offload_overlap applies to this micro-batch
-  void OnUnitReduced(int unit);  // posts the unit's early CPU step if it applies
+  absl::Status OnUnitReduced(int unit);  // posts the unit's early CPU step if it applies
 
   // Restore (engine_restore.cc).
   absl::Status RestoreUnit(int unit);

@@ -53,13 +53,20 @@ bool Engine::UpdatesEarly() const {
 
 // The optimizer's grad_scale and step as Step will have them (no clipping
 // or loss scale when updating early).
-void Engine::OnUnitReduced(int unit) {
-  if (!UpdatesEarly()) return;
+absl::Status Engine::OnUnitReduced(int unit) {
+  if (!UpdatesEarly()) return absl::OkStatus();
   const float scale = MeanGradScale();
   const int64_t step = steps_ + 1;
-  worker_->Post([this, unit, step, scale] { return StepOnHost(unit, step, scale); });
+  // The unit's reduced gradients are written on the stream: the CPU step
+  // waits for them there, not for the whole stream.
+  ASSIGN_OR_RETURN(std::shared_ptr<Event> reduced, ctx_->stream->Record());
+  worker_->Post([this, unit, step, scale, reduced] {
+    RETURN_IF_ERROR(reduced->Synchronize());
+    return StepOnHost(unit, step, scale);
+  });
   updated_early_ = true;
   ++early_unit_updates_;
+  return absl::OkStatus();
 }
 
 absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {

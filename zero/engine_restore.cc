@@ -3,7 +3,6 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/engine.h"
-#include "zero/internal/host_loop.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/parameter_gatherer.h"
 #include "zero/internal/rank_context.h"
@@ -65,9 +64,10 @@ absl::Status Engine::RestoreUnit(int unit) {
     if (!ctx.master_apart) return absl::OkStatus();
   }
   if (ctx.master_apart) {
-    RETURN_IF_ERROR(RunOnHost(ctx, "restoring mixed-precision parameters", [&] {
-      Narrow(states_->MasterPiece(unit), states_->ModelPiece(unit), ctx.dtype, u.shard);
-    }));
+    if (ctx.has_bytes) {
+      RETURN_IF_ERROR(ctx.elementwise->Narrow(states_->ModelPiece(unit), states_->MasterPiece(unit),
+                                              u.shard, ctx.dtype, ctx.stream));
+    }
   }
   if (ctx.config.stage == 3) return absl::OkStatus();
   return ctx.comm->AllGather(states_->ModelPiece(unit), states_->WholeParams(unit), u.shard,

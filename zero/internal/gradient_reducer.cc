@@ -7,8 +7,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "zero/internal/host_loop.h"
-#include "zero/precision.h"
 
 namespace zero {
 
@@ -103,7 +101,7 @@ absl::Status GradientReducer::ReduceReadyUnits() {
     const Unit& u = ctx_.unit(next_unit_to_reduce_);
     if (units_[next_unit_to_reduce_].received < u.end_param - u.first_param) break;
     RETURN_IF_ERROR(ReduceUnit(next_unit_to_reduce_));
-    if (on_reduced_) on_reduced_(next_unit_to_reduce_);
+    if (on_reduced_) RETURN_IF_ERROR(on_reduced_(next_unit_to_reduce_));
     --next_unit_to_reduce_;
   }
   if (next_unit_to_reduce_ < 0) {
@@ -163,11 +161,10 @@ absl::Status GradientReducer::ReduceWidened(int unit, const char* staging, bool 
   float* w = wide.data<float>();
   for (size_t at = 0; at < span; at += step) {
     const size_t k = std::min(step, span - at);
-    RETURN_IF_ERROR(RunOnHost(ctx_, "mixed-precision reduction", [&] {
-      for (size_t r = 0; r < (whole ? 1 : n); ++r) {
-        Widen(staging + (r * u.shard + at) * esize, ctx_.dtype, w + r * k, k);
-      }
-    }));
+    for (size_t r = 0; r < (whole ? 1 : n) && ctx_.has_bytes; ++r) {
+      RETURN_IF_ERROR(ctx_.elementwise->Widen(w + r * k, staging + (r * u.shard + at) * esize, k,
+                                              ctx_.dtype, ctx_.stream));
+    }
     if (whole) {
       RETURN_IF_ERROR(ctx_.comm->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, ctx_.stream));
       RETURN_IF_ERROR(Store(states_.WholeGrads(unit) + at * esize, w, k, first));
@@ -180,14 +177,12 @@ absl::Status GradientReducer::ReduceWidened(int unit, const char* staging, bool 
   return absl::OkStatus();
 }
 
+// Enqueued on the stream after the reduction that wrote `from`.
 absl::Status GradientReducer::Store(char* into, const float* from, size_t count, bool first) {
-  return RunOnHost(ctx_, "gradient accumulation", [&] {
-    if (first) {
-      Narrow(from, into, ctx_.dtype, count);
-    } else {
-      AccumulateNarrow(into, ctx_.dtype, from, count);
-    }
-  });
+  if (!ctx_.has_bytes) return absl::OkStatus();
+  const ElementwiseExecutor& ew = *ctx_.elementwise;
+  return first ? ew.Narrow(into, from, count, ctx_.dtype, ctx_.stream)
+               : ew.AccumulateNarrow(into, from, count, ctx_.dtype, ctx_.stream);
 }
 
 void GradientReducer::ResetMicroBatch() {

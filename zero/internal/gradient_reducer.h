@@ -20,8 +20,9 @@ namespace zero {
 
 class GradientReducer {
  public:
-  // Runs after each unit's reduction (the engine's early CPU steps).
-  using OnReduced = std::function<void(int unit)>;
+  // Runs after each unit's reduction is enqueued on ctx.stream (the
+  // engine's early CPU steps, which must wait for the stream).
+  using OnReduced = std::function<absl::Status(int unit)>;
 
   GradientReducer(const RankContext& ctx, ModelStates& states, OnReduced on_reduced);
 

@@ -9,6 +9,7 @@
 #include "memory/device_system.h"
 #include "memory/resource.h"
 #include "memory/stream.h"
+#include "optimizers/elementwise_executor.h"
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
@@ -23,6 +24,9 @@ struct RankContext {
   DeviceSystem* devices;
   MemoryResource* pool;  // device memory of this rank
   Stream* stream;        // orders all of this rank's device work
+  // Runs the element-wise work (widen, narrow, accumulate, sums) on
+  // `stream`'s device: host loops, card kernels, or nothing on meta.
+  const ElementwiseExecutor* elementwise;
   int rank;
   DType dtype;  // of parameters and gradients (config.param_dtype)
   size_t esize;
