@@ -77,6 +77,11 @@ void CallbackCommunicator::Abort(const absl::Status& reason) {
   if (fns_.abort) fns_.abort(std::string(status.message()).c_str(), fns_.user);
 }
 
+absl::Status CallbackCommunicator::AsyncError() const {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
+
 int CallbackCommunicator::Call(const CollectiveCall& call, const void* send, void* recv,
                                void* stream) const {
   const int dtype = NcclDType(call.dtype);

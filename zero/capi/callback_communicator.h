@@ -30,6 +30,8 @@ class CallbackCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   void Abort(const absl::Status& reason) override;
+  // The first failure (Abort, invalid arguments, a callback's error).
+  absl::Status AsyncError() const override;
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
@@ -43,7 +45,7 @@ class CallbackCommunicator : public Communicator {
 
   const int rank_, world_size_;
   const zero_collectives fns_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   absl::Status failed_;  // guarded by mu_: the first failure, then every call's
 };
 

@@ -9,6 +9,7 @@
 #include "tests/zero/capi/capi_training.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
+#include "zero/capi/callback_communicator.h"
 #include "zero/capi/zero_engine.h"
 
 namespace zero::testing_model {
@@ -127,9 +128,8 @@ TEST(CapiGroups, SetLrTakesEffect) {
   ExpectBitIdentical(*InitialParams(*model, 1234), results[0].params, "rank 0");
 }
 
-// A collective callback that fails: an error with its text on that rank,
-// the communicator failed for good, no crash.
-TEST(CapiCallbacks, FailureIsAStatus) {
+// Collectives that succeed, except the all-gather, which fails with a text.
+zero_collectives FailingAllGather() {
   zero_collectives fns{};
   fns.all_gather = [](const void*, void*, size_t, int, void*, void*) {
     zero_comm_set_error("the process group is gone");
@@ -139,6 +139,13 @@ TEST(CapiCallbacks, FailureIsAStatus) {
   fns.all_reduce = fns.reduce_scatter;
   fns.broadcast = [](const void*, void*, size_t, int, int, void*, void*) { return 0; };
   fns.barrier = [](void*, void*) { return 0; };
+  return fns;
+}
+
+// A collective callback that fails: an error with its text on that rank,
+// the communicator failed for good, no crash.
+TEST(CapiCallbacks, FailureIsAStatus) {
+  zero_collectives fns = FailingAllGather();
   static int aborts = 0;
   fns.abort = [](const char*, void*) { ++aborts; };
   zero_comm_t comm = nullptr;
@@ -157,6 +164,18 @@ TEST(CapiCallbacks, FailureIsAStatus) {
   EXPECT_EQ(aborts, 1);
   zero_comm_destroy(comm);
   zero_devices_destroy(devices);
+}
+
+// The failure stays the communicator's error (Communicator::AsyncError), as
+// on every backend.
+TEST(CapiCallbacks, FailureIsTheAsyncError) {
+  auto comm = CallbackCommunicator::Create(0, 1, FailingAllGather());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE((*comm)->AsyncError().ok());
+  float buf[4] = {};
+  const absl::Status failed = (*comm)->AllGather(buf, buf, 4, DType::kF32, nullptr);
+  EXPECT_TRUE(absl::IsInternal(failed)) << failed;
+  EXPECT_EQ((*comm)->AsyncError(), failed);
 }
 
 TEST(CapiErrors, BadInputIsNamed) {
