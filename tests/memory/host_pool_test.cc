@@ -151,6 +151,9 @@ TEST(HostPoolReuseTest, AFreedBufferIsNotOverwrittenWhileAConsumerReadsIt) {
 }
 
 TEST(HostPoolReuseTest, WithoutThePoolsWaitTheReadSeesTheOverwrite) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the race is made on purpose, and ThreadSanitizer rightly reports it";
+#endif
   const std::vector<unsigned char> read = ReadWhileReused(true);
   EXPECT_NE(std::count(read.begin(), read.end(), 0x22), 0) << "the check could not fail";
 }
