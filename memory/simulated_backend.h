@@ -3,8 +3,8 @@
 // accounting only, for footprint experiments at any scale).
 #pragma once
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -79,10 +79,8 @@ TEST_F(HostPoolTest, RecordStreamProtectsABlockUsedOnAnotherStream) {
 TEST_F(HostPoolTest, ReuseWaitsOnlyForWorkBeforeTheFree) {
   DevicePool& pool = system_->pool(0);
   Stream* a = *system_->CreateStream(0);
-  Stream* b = *system_->CreateStream(0);
   auto p = pool.Allocate(4096, Tag::kActivations, a);
-  ASSERT_TRUE(p.ok());
-  ASSERT_TRUE(pool.Deallocate(*p, 4096, a).ok());
+  ASSERT_TRUE(p.ok() && pool.Deallocate(*p, 4096, a).ok());
   std::latch later_work(1);
   std::promise<void> checked;
   std::atomic<bool> released{false};
@@ -93,11 +91,12 @@ TEST_F(HostPoolTest, ReuseWaitsOnlyForWorkBeforeTheFree) {
     if (done.wait_for(std::chrono::seconds(1)) != std::future_status::ready) released = true;
     later_work.count_down();
   });
+  // EXPECT, not ASSERT, until the releaser is joined.
+  Stream* b = *system_->CreateStream(0);
   auto q = pool.Allocate(4096, Tag::kActivations, b);
-  ASSERT_TRUE(q.ok());
-  EXPECT_EQ(*q, *p);
-  ASSERT_TRUE(b->Fill(*q, 1, 4096).ok());
-  ASSERT_TRUE(b->Synchronize().ok());
+  EXPECT_TRUE(q.ok() && *q == *p);
+  EXPECT_TRUE(q.ok() && b->Fill(*q, 1, 4096).ok());
+  EXPECT_TRUE(b->Synchronize().ok());
   EXPECT_FALSE(released) << "b waited for work enqueued on a after the free";
   checked.set_value();
   releaser.join();
@@ -151,6 +150,9 @@ TEST(HostPoolReuseTest, AFreedBufferIsNotOverwrittenWhileAConsumerReadsIt) {
 }
 
 TEST(HostPoolReuseTest, WithoutThePoolsWaitTheReadSeesTheOverwrite) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the race is made on purpose, and ThreadSanitizer rightly reports it";
+#endif
   const std::vector<unsigned char> read = ReadWhileReused(true);
   EXPECT_NE(std::count(read.begin(), read.end(), 0x22), 0) << "the check could not fail";
 }
