@@ -59,7 +59,6 @@ struct Arrays {
   std::unique_ptr<uint32_t[], FreeDeleter> wide, wide2;
   std::unique_ptr<uint16_t[], FreeDeleter> narrow;
   double sum = 0;
-  int32_t flag = 0;
 };
 
 Arrays& Get() {
@@ -93,8 +92,12 @@ absl::Status RunOnStream(const Row& row) {
   float* wide = reinterpret_cast<float*>(a.wide.get());
   absl::Status status;
   switch (row.kind) {
-    case ElementwiseKind::kWiden: status = ex.Widen(wide, a.narrow.get(), kN, row.dtype, &s); break;
-    case ElementwiseKind::kNarrow: status = ex.Narrow(a.narrow.get(), wide, kN, row.dtype, &s); break;
+    case ElementwiseKind::kWiden:
+      status = ex.Widen(wide, a.narrow.get(), kN, row.dtype, &s);
+      break;
+    case ElementwiseKind::kNarrow:
+      status = ex.Narrow(a.narrow.get(), wide, kN, row.dtype, &s);
+      break;
     case ElementwiseKind::kAccumulate:
       // Grows by about 1 a run: finite (even in fp16) for far more runs than made.
       status = ex.AccumulateNarrow(a.narrow.get(), wide, kN, row.dtype, &s);
@@ -109,8 +112,12 @@ void RunTouch(const Row& row) {
   static uint64_t sink = 0;
   bench::SplitOverThreads(kN, NumThreads(), [&](size_t begin, size_t end) {
     switch (row.kind) {
-      case ElementwiseKind::kWiden: bench::TouchWiden(a.wide.get(), a.narrow.get(), begin, end); break;
-      case ElementwiseKind::kNarrow: bench::TouchNarrow(a.narrow.get(), a.wide.get(), begin, end); break;
+      case ElementwiseKind::kWiden:
+        bench::TouchWiden(a.wide.get(), a.narrow.get(), begin, end);
+        break;
+      case ElementwiseKind::kNarrow:
+        bench::TouchNarrow(a.narrow.get(), a.wide.get(), begin, end);
+        break;
       case ElementwiseKind::kAccumulate:
         bench::TouchAccumulate(a.narrow.get(), a.wide.get(), begin, end);
         break;
@@ -208,11 +215,5 @@ void PrintSummary(Goals& goals) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);
-  benchmark::Initialize(&argc, argv);
-  zero::RegisterAll();
-  zero::RatioReporter reporter;  // for the errors; the ratios come from Results()
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintSummary(goals);
-  return goals.ExitCode(&reporter);
+  return zero::RunWithGoals(argc, argv, zero::RegisterAll, zero::PrintSummary);
 }
