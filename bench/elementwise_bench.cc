@@ -6,18 +6,22 @@
 //    compiler), on as many std::threads as the pool has;
 //  - memcpy: the bandwidth of copying an fp32 array, split the same way.
 // Each benchmark iteration rotates a memcpy, a touch and an operation pass
-// (bench/pass_timer.h); ratios come from the best pass of each, and from the
-// means. Widen, narrow and accumulate are memory-bound: the goal is touch
-// time / operation time >= 0.8 for each (best passes; the program exits 1
-// when one misses it, unless --report_only). The sum of squares adds in
-// element order on one thread (the order of the loops it replaced,
-// cpu/run_elementwise.h); its row says what that costs, with no goal.
+// (bench/pass_timer.h); ratios come from the best pass of each, from the
+// means, and from CPU time (which leaves out time the OS gave to other
+// processes). Widen, narrow and accumulate are memory-bound: the goal is
+// touch CPU time / operation CPU time >= 0.8 for each (the program exits 1
+// when one misses it, unless --report_only). CPU time, not the best wall
+// pass: on the 2-core build machines, shared with other builds, best-pass
+// ratios swing by +-30% between runs while CPU-time ratios stay within a
+// few percent. The sum of squares adds in element order on one thread (the
+// order of the loops it replaced, cpu/run_elementwise.h); its row says what
+// that costs, with no goal.
 //   bazel run -c opt //bench:elementwise_bench
 #include <cstdint>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -189,26 +193,28 @@ void RegisterAll() {
 }
 
 void PrintSummary(Goals& goals) {
-  std::printf("\n== elementwise_bench: %zu M elements, SIMD %s, %d threads (best passes) ==\n",
+  std::printf("\n== elementwise_bench: %zu M elements, SIMD %s, %d threads ==\n",
               kN >> 20, std::string(cpu::Name(cpu::ActiveCpuIsa())).c_str(), NumThreads());
-  std::printf("%-22s %8s %10s %11s %9s %10s %10s\n", "operation", "GB/s", "touch_GB/s",
-              "memcpy_GB/s", "touch/op", "(of means)", "op/memcpy");
+  std::printf("%-22s %8s %10s %11s %9s %10s %10s %10s\n", "operation", "GB/s", "touch_GB/s",
+              "memcpy_GB/s", "touch/op", "(of means)", "(cpu time)", "op/memcpy");
   int missed = 0;
   for (const auto& [r, res] : Results()) {
     const Row& row = kRows[r];
     const double gb = static_cast<double>(kN) * row.bytes / 1e9;
     const double memcpy_gbs = static_cast<double>(kN) * 8 / 1e9 / res.memcpy.best;
     const double ratio = res.touch.best / res.op.best;
+    const double cpu_ratio = res.touch.cpu_total / res.op.cpu_total;
     const bool goal = row.kind != ElementwiseKind::kSumOfSquares;
-    std::printf("%-22s %8.2f %10.2f %11.2f %9.3f %10.3f %10.3f%s\n", RowName(row).c_str(),
-                gb / res.op.best, gb / res.touch.best, memcpy_gbs, ratio,
-                res.touch.total / res.op.total, gb / res.op.best / memcpy_gbs,
-                goal ? "" : "  (no goal)");
-    if (goal && ratio < 0.8) ++missed;
+    std::printf("%-22s %8.2f %10.2f %11.2f %9.3f %10.3f %10.3f %10.3f%s\n",
+                RowName(row).c_str(), gb / res.op.best, gb / res.touch.best, memcpy_gbs, ratio,
+                res.touch.total / res.op.total, cpu_ratio,
+                gb / res.op.best / memcpy_gbs, goal ? "" : "  (no goal)");
+    if (goal && cpu_ratio < 0.8) ++missed;
   }
-  std::printf("touch/op: the plain loop's best time / the operation's (1.00 = as fast as a "
-              "compiler-vectorized loop with the same bytes); goal >= 0.8\n");
-  goals.Check(missed == 0, absl::StrFormat("touch/op >= 0.8: missed in %d rows", missed));
+  std::printf("touch/op: the plain loop's time / the operation's (1.00 = as fast as a "
+              "compiler-vectorized loop with the same bytes); goal: cpu time >= 0.8\n");
+  goals.Check(missed == 0,
+              absl::StrFormat("touch/op (cpu time) >= 0.8: missed in %d rows", missed));
 }
 
 }  // namespace
