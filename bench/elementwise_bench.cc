@@ -6,18 +6,22 @@
 //    compiler), on as many std::threads as the pool has;
 //  - memcpy: the bandwidth of copying an fp32 array, split the same way.
 // Each benchmark iteration rotates a memcpy, a touch and an operation pass
-// (bench/pass_timer.h); ratios come from the best pass of each, and from the
-// means. Widen, narrow and accumulate are memory-bound: the goal is touch
-// time / operation time >= 0.8 for each (best passes; the program exits 1
-// when one misses it, unless --report_only). The sum of squares adds in
-// element order on one thread (the order of the loops it replaced,
-// cpu/run_elementwise.h); its row says what that costs, with no goal.
+// (bench/pass_timer.h); ratios come from the best pass of each, from the
+// means, and from CPU time (which leaves out time the OS gave to other
+// processes). Widen, narrow and accumulate are memory-bound: the goal is
+// touch CPU time / operation CPU time >= 0.8 for each (the program exits 1
+// when one misses it, unless --report_only). CPU time, not the best wall
+// pass: on the 2-core build machines, shared with other builds, best-pass
+// ratios swing by +-30% between runs while CPU-time ratios stay within a
+// few percent. The sum of squares adds in element order on one thread (the
+// order of the loops it replaced, cpu/run_elementwise.h); its row says what
+// that costs, with no goal.
 //   bazel run -c opt //bench:elementwise_bench
 #include <cstdint>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -59,7 +63,6 @@ struct Arrays {
   std::unique_ptr<uint32_t[], FreeDeleter> wide, wide2;
   std::unique_ptr<uint16_t[], FreeDeleter> narrow;
   double sum = 0;
-  int32_t flag = 0;
 };
 
 Arrays& Get() {
@@ -93,8 +96,12 @@ absl::Status RunOnStream(const Row& row) {
   float* wide = reinterpret_cast<float*>(a.wide.get());
   absl::Status status;
   switch (row.kind) {
-    case ElementwiseKind::kWiden: status = ex.Widen(wide, a.narrow.get(), kN, row.dtype, &s); break;
-    case ElementwiseKind::kNarrow: status = ex.Narrow(a.narrow.get(), wide, kN, row.dtype, &s); break;
+    case ElementwiseKind::kWiden:
+      status = ex.Widen(wide, a.narrow.get(), kN, row.dtype, &s);
+      break;
+    case ElementwiseKind::kNarrow:
+      status = ex.Narrow(a.narrow.get(), wide, kN, row.dtype, &s);
+      break;
     case ElementwiseKind::kAccumulate:
       // Grows by about 1 a run: finite (even in fp16) for far more runs than made.
       status = ex.AccumulateNarrow(a.narrow.get(), wide, kN, row.dtype, &s);
@@ -109,8 +116,12 @@ void RunTouch(const Row& row) {
   static uint64_t sink = 0;
   bench::SplitOverThreads(kN, NumThreads(), [&](size_t begin, size_t end) {
     switch (row.kind) {
-      case ElementwiseKind::kWiden: bench::TouchWiden(a.wide.get(), a.narrow.get(), begin, end); break;
-      case ElementwiseKind::kNarrow: bench::TouchNarrow(a.narrow.get(), a.wide.get(), begin, end); break;
+      case ElementwiseKind::kWiden:
+        bench::TouchWiden(a.wide.get(), a.narrow.get(), begin, end);
+        break;
+      case ElementwiseKind::kNarrow:
+        bench::TouchNarrow(a.narrow.get(), a.wide.get(), begin, end);
+        break;
       case ElementwiseKind::kAccumulate:
         bench::TouchAccumulate(a.narrow.get(), a.wide.get(), begin, end);
         break;
@@ -182,37 +193,33 @@ void RegisterAll() {
 }
 
 void PrintSummary(Goals& goals) {
-  std::printf("\n== elementwise_bench: %zu M elements, SIMD %s, %d threads (best passes) ==\n",
+  std::printf("\n== elementwise_bench: %zu M elements, SIMD %s, %d threads ==\n",
               kN >> 20, std::string(cpu::Name(cpu::ActiveCpuIsa())).c_str(), NumThreads());
-  std::printf("%-22s %8s %10s %11s %9s %10s %10s\n", "operation", "GB/s", "touch_GB/s",
-              "memcpy_GB/s", "touch/op", "(of means)", "op/memcpy");
+  std::printf("%-22s %8s %10s %11s %9s %10s %10s %10s\n", "operation", "GB/s", "touch_GB/s",
+              "memcpy_GB/s", "touch/op", "(of means)", "(cpu time)", "op/memcpy");
   int missed = 0;
   for (const auto& [r, res] : Results()) {
     const Row& row = kRows[r];
     const double gb = static_cast<double>(kN) * row.bytes / 1e9;
     const double memcpy_gbs = static_cast<double>(kN) * 8 / 1e9 / res.memcpy.best;
     const double ratio = res.touch.best / res.op.best;
+    const double cpu_ratio = res.touch.cpu_total / res.op.cpu_total;
     const bool goal = row.kind != ElementwiseKind::kSumOfSquares;
-    std::printf("%-22s %8.2f %10.2f %11.2f %9.3f %10.3f %10.3f%s\n", RowName(row).c_str(),
-                gb / res.op.best, gb / res.touch.best, memcpy_gbs, ratio,
-                res.touch.total / res.op.total, gb / res.op.best / memcpy_gbs,
-                goal ? "" : "  (no goal)");
-    if (goal && ratio < 0.8) ++missed;
+    std::printf("%-22s %8.2f %10.2f %11.2f %9.3f %10.3f %10.3f %10.3f%s\n",
+                RowName(row).c_str(), gb / res.op.best, gb / res.touch.best, memcpy_gbs, ratio,
+                res.touch.total / res.op.total, cpu_ratio,
+                gb / res.op.best / memcpy_gbs, goal ? "" : "  (no goal)");
+    if (goal && cpu_ratio < 0.8) ++missed;
   }
-  std::printf("touch/op: the plain loop's best time / the operation's (1.00 = as fast as a "
-              "compiler-vectorized loop with the same bytes); goal >= 0.8\n");
-  goals.Check(missed == 0, absl::StrFormat("touch/op >= 0.8: missed in %d rows", missed));
+  std::printf("touch/op: the plain loop's time / the operation's (1.00 = as fast as a "
+              "compiler-vectorized loop with the same bytes); goal: cpu time >= 0.8\n");
+  goals.Check(missed == 0,
+              absl::StrFormat("touch/op (cpu time) >= 0.8: missed in %d rows", missed));
 }
 
 }  // namespace
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);
-  benchmark::Initialize(&argc, argv);
-  zero::RegisterAll();
-  zero::RatioReporter reporter;  // for the errors; the ratios come from Results()
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintSummary(goals);
-  return goals.ExitCode(&reporter);
+  return zero::RunWithGoals(argc, argv, zero::RegisterAll, zero::PrintSummary);
 }

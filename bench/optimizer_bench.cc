@@ -284,11 +284,5 @@ void PrintSummary(Goals& goals) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);
-  benchmark::Initialize(&argc, argv);
-  zero::RegisterAll();
-  zero::RatioReporter reporter;  // for the errors; the ratios come from Results()
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintSummary(goals);
-  return goals.ExitCode(&reporter);
+  return zero::RunWithGoals(argc, argv, zero::RegisterAll, zero::PrintSummary);
 }

@@ -85,4 +85,18 @@ class Goals {
   std::vector<std::string> errors_;
 };
 
+// The main of a benchmark that registers its runs itself and checks goals on
+// what they measured: takes --report_only, calls register_runs(), runs the
+// benchmarks, then summarize(goals); returns the exit status.
+template <class Register, class Summarize>
+int RunWithGoals(int argc, char** argv, Register register_runs, Summarize summarize) {
+  Goals goals(&argc, argv);
+  benchmark::Initialize(&argc, argv);
+  register_runs();
+  RatioReporter reporter;  // for the errors; summaries take ratios from their own records
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  summarize(goals);
+  return goals.ExitCode(&reporter);
+}
+
 }  // namespace zero

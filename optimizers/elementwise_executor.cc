@@ -48,6 +48,11 @@ void OperandsOf(const ElementwiseOp& op, Operand (&out)[3]) {
   }
 }
 
+ElementwiseOp OpOf(ElementwiseKind kind, DType dtype, size_t count, void* dst, const void* src) {
+  return {.kind = kind, .dtype = dtype, .count = count, .dst = dst, .src = src,
+          .factor = nullptr, .value = 0};
+}
+
 class HostExecutor final : public ElementwiseExecutor {
  protected:
   absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const override {
@@ -121,51 +126,41 @@ absl::Status ElementwiseExecutor::Run(const ElementwiseOp& op, Stream* stream) c
 
 absl::Status ElementwiseExecutor::Widen(float* dst, const void* src, size_t count,
                                         DType src_dtype, Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kWiden, .dtype = src_dtype, .count = count, .dst = dst,
-              .src = src, .factor = nullptr, .value = 0},
-             stream);
+  return Run(OpOf(ElementwiseKind::kWiden, src_dtype, count, dst, src), stream);
 }
 
 absl::Status ElementwiseExecutor::Narrow(void* dst, const float* src, size_t count,
                                          DType dst_dtype, Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kNarrow, .dtype = dst_dtype, .count = count, .dst = dst,
-              .src = src, .factor = nullptr, .value = 0},
-             stream);
+  return Run(OpOf(ElementwiseKind::kNarrow, dst_dtype, count, dst, src), stream);
 }
 
 absl::Status ElementwiseExecutor::AccumulateNarrow(void* dst, const float* src, size_t count,
                                                    DType dst_dtype, Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kAccumulate, .dtype = dst_dtype, .count = count,
-              .dst = dst, .src = src, .factor = nullptr, .value = 0},
-             stream);
+  return Run(OpOf(ElementwiseKind::kAccumulate, dst_dtype, count, dst, src), stream);
 }
 
 absl::Status ElementwiseExecutor::Fill(void* dst, float value, size_t count, DType dtype,
                                        Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kFill, .dtype = dtype, .count = count, .dst = dst,
-              .src = nullptr, .factor = nullptr, .value = value},
-             stream);
+  ElementwiseOp op = OpOf(ElementwiseKind::kFill, dtype, count, dst, nullptr);
+  op.value = value;
+  return Run(op, stream);
 }
 
 absl::Status ElementwiseExecutor::Scale(void* data, const float* factor, size_t count,
                                         DType dtype, Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kScale, .dtype = dtype, .count = count, .dst = data,
-              .src = nullptr, .factor = factor, .value = 0},
-             stream);
+  ElementwiseOp op = OpOf(ElementwiseKind::kScale, dtype, count, data, nullptr);
+  op.factor = factor;
+  return Run(op, stream);
 }
 
 absl::Status ElementwiseExecutor::SumOfSquares(double* sum, const void* src, size_t count,
                                                DType dtype, Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kSumOfSquares, .dtype = dtype, .count = count, .dst = sum,
-              .src = src, .factor = nullptr, .value = 0},
-             stream);
+  return Run(OpOf(ElementwiseKind::kSumOfSquares, dtype, count, sum, src), stream);
 }
 
 absl::Status ElementwiseExecutor::FlagNonFinite(int32_t* flag, const void* src, size_t count,
                                                 DType dtype, Stream* stream) const {
-  return Run({.kind = ElementwiseKind::kFlagNonFinite, .dtype = dtype, .count = count,
-              .dst = flag, .src = src, .factor = nullptr, .value = 0},
-             stream);
+  return Run(OpOf(ElementwiseKind::kFlagNonFinite, dtype, count, flag, src), stream);
 }
 
 }  // namespace zero

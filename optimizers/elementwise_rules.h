@@ -22,60 +22,27 @@ struct NoSource {};
 // One vector of a map: dst = Apply(dst, src, scalar). Dst and Src are the
 // element types in memory; kReadsDst says whether dst is loaded first.
 template <ElementwiseKind kKind, class T>
-struct MapRule;
+struct MapRule {
+  static_assert(IsMap(kKind));
+  using Dst = std::conditional_t<kKind == ElementwiseKind::kWiden, float, T>;
+  using Src = std::conditional_t<
+      kKind == ElementwiseKind::kWiden, T,
+      std::conditional_t<kKind == ElementwiseKind::kFill || kKind == ElementwiseKind::kScale,
+                         NoSource, float>>;
+  static constexpr bool kReadsDst =
+      kKind == ElementwiseKind::kAccumulate || kKind == ElementwiseKind::kScale;
 
-template <class T>
-struct MapRule<ElementwiseKind::kWiden, T> {
-  using Dst = float;
-  using Src = T;
-  static constexpr bool kReadsDst = false;
   template <class Ops, class V = typename Ops::V>
-  ZERO_HD static ZERO_INLINE V Apply(V /*dst*/, V src, V /*scalar*/) {
-    return src;
-  }
-};
-
-template <class T>
-struct MapRule<ElementwiseKind::kNarrow, T> {
-  using Dst = T;
-  using Src = float;
-  static constexpr bool kReadsDst = false;
-  template <class Ops, class V = typename Ops::V>
-  ZERO_HD static ZERO_INLINE V Apply(V /*dst*/, V src, V /*scalar*/) {
-    return src;
-  }
-};
-
-template <class T>
-struct MapRule<ElementwiseKind::kAccumulate, T> {
-  using Dst = T;
-  using Src = float;
-  static constexpr bool kReadsDst = true;
-  template <class Ops, class V = typename Ops::V>
-  ZERO_HD static ZERO_INLINE V Apply(V dst, V src, V /*scalar*/) {
-    return Ops::Add(dst, src);
-  }
-};
-
-template <class T>
-struct MapRule<ElementwiseKind::kFill, T> {
-  using Dst = T;
-  using Src = NoSource;
-  static constexpr bool kReadsDst = false;
-  template <class Ops, class V = typename Ops::V>
-  ZERO_HD static ZERO_INLINE V Apply(V /*dst*/, V /*src*/, V scalar) {
-    return scalar;
-  }
-};
-
-template <class T>
-struct MapRule<ElementwiseKind::kScale, T> {
-  using Dst = T;
-  using Src = NoSource;
-  static constexpr bool kReadsDst = true;
-  template <class Ops, class V = typename Ops::V>
-  ZERO_HD static ZERO_INLINE V Apply(V dst, V /*src*/, V scalar) {
-    return Ops::Mul(dst, scalar);
+  ZERO_HD static ZERO_INLINE V Apply(V dst, V src, V scalar) {
+    if constexpr (kKind == ElementwiseKind::kAccumulate) {
+      return Ops::Add(dst, src);
+    } else if constexpr (kKind == ElementwiseKind::kScale) {
+      return Ops::Mul(dst, scalar);
+    } else if constexpr (kKind == ElementwiseKind::kFill) {
+      return scalar;
+    } else {
+      return src;  // widen and narrow: the conversion is the load and the store
+    }
   }
 };
 
@@ -102,14 +69,13 @@ ZERO_HD ZERO_INLINE void MapAt(typename Rule::Dst* dst, const typename Rule::Src
 // element type of `dtype`: the one place run-time kinds become rules.
 template <class T, class F>
 decltype(auto) VisitMapKind(ElementwiseKind kind, F& f) {
+  using K = ElementwiseKind;
   switch (kind) {
-    case ElementwiseKind::kWiden: return f.template operator()<MapRule<ElementwiseKind::kWiden, T>>();
-    case ElementwiseKind::kNarrow:
-      return f.template operator()<MapRule<ElementwiseKind::kNarrow, T>>();
-    case ElementwiseKind::kAccumulate:
-      return f.template operator()<MapRule<ElementwiseKind::kAccumulate, T>>();
-    case ElementwiseKind::kFill: return f.template operator()<MapRule<ElementwiseKind::kFill, T>>();
-    default: return f.template operator()<MapRule<ElementwiseKind::kScale, T>>();
+    case K::kWiden: return f.template operator()<MapRule<K::kWiden, T>>();
+    case K::kNarrow: return f.template operator()<MapRule<K::kNarrow, T>>();
+    case K::kAccumulate: return f.template operator()<MapRule<K::kAccumulate, T>>();
+    case K::kFill: return f.template operator()<MapRule<K::kFill, T>>();
+    default: return f.template operator()<MapRule<K::kScale, T>>();
   }
 }
 
