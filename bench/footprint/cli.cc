@@ -44,6 +44,28 @@ absl::StatusOr<ModelSpec> LoadModel(const std::string& name) {
   return *std::move(preset);
 }
 
+// The activation settings of a sweep, seq 0 as nullopt (none).
+std::vector<std::optional<ActivationOptions>> ActivationSweep(const Options& o) {
+  std::vector<std::optional<ActivationOptions>> sweep;
+  for (uint64_t seq : o.seqs) {
+    if (seq == 0) {
+      sweep.push_back(std::nullopt);
+      continue;
+    }
+    for (uint64_t micro_batch : o.micro_batches) {
+      for (Attention attention : o.attentions) {
+        for (Checkpointing checkpointing : o.checkpointings) {
+          sweep.push_back(ActivationOptions{.seq = seq,
+                                            .micro_batch = micro_batch,
+                                            .attention = attention,
+                                            .checkpointing = checkpointing});
+        }
+      }
+    }
+  }
+  return sweep;
+}
+
 std::vector<Experiment> Sweep(const Options& o, const std::vector<ModelSpec>& models) {
   std::vector<Experiment> runs;
   for (const ModelSpec& model : models) {
@@ -51,8 +73,11 @@ std::vector<Experiment> Sweep(const Options& o, const std::vector<ModelSpec>& mo
       for (Precision precision : o.precisions) {
         for (OptimizerKind optimizer : o.optimizers) {
           for (Offload offload : o.offloads) {
-            for (int stage : o.stages) {
-              runs.push_back({&model, ranks, stage, precision, optimizer, offload});
+            for (const std::optional<ActivationOptions>& activations : ActivationSweep(o)) {
+              for (int stage : o.stages) {
+                runs.push_back(
+                    {&model, ranks, stage, precision, optimizer, offload, activations});
+              }
             }
           }
         }
@@ -70,7 +95,30 @@ std::string LabelOf(const Experiment& e) {
   row.precision = e.precision;
   row.optimizer = e.optimizer;
   row.offload = e.offload;
+  row.activations = e.ActivationsFor();
   return row.Label();
+}
+
+// A model with learned positions cannot run sequences longer than them;
+// one without a transformer shape has no activations (said on `err`).
+absl::Status CheckActivations(const Options& o, const std::vector<ModelSpec>& models,
+                              std::ostream& err) {
+  const uint64_t longest = *std::max_element(o.seqs.begin(), o.seqs.end());
+  for (const ModelSpec& model : models) {
+    if (!model.transformer.has_value() || model.sites.empty()) {
+      if (longest > 0) {
+        err << "footprint: " << model.name
+            << " is a list of modules without a transformer shape: no activations\n";
+      }
+      continue;
+    }
+    const uint64_t positions = model.transformer->positions;
+    if (positions > 0 && longest > positions) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--seq: %d is longer than %s's %d learned positions", longest, model.name, positions));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // "gpt2-xl N=8 stage 0 bf16 adam offload=optimizer: INVALID_ARGUMENT: ...".
@@ -160,6 +208,9 @@ int RunFootprint(const std::vector<std::string>& args, std::ostream& out, std::o
     absl::StatusOr<ModelSpec> model = LoadModel(name);
     if (!model.ok()) return Fail(err, kBadInput, std::string(model.status().message()));
     models.push_back(*std::move(model));
+  }
+  if (absl::Status s = CheckActivations(*options, models, err); !s.ok()) {
+    return Fail(err, kBadInput, std::string(s.message()));
   }
   absl::StatusOr<std::vector<Experiment>> runs =
       DropImpossible(Sweep(*options, models), options->knobs, err);
