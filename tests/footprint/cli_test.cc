@@ -17,6 +17,7 @@ namespace zero::footprint {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct Result {
@@ -181,6 +182,36 @@ TEST(CliTest, MalformedModelFileSaysFileLineColumn) {
   r = Footprint({"--model=" + TempPath("missing.json")});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("cannot read the model file"));
+}
+
+TEST(CliTest, HuggingFaceConfigRunsWithActivationsAndBadOnesExitTwo) {
+  Result r = Footprint({"--model=tests/footprint/testdata/pythia-160m/config.json", "--ranks=8",
+                        "--stage=3", "--seq=512", "--attention=eager,flash"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("pythia-160m "));
+  EXPECT_THAT(r.out, HasSubstr("act/L"));
+  EXPECT_THAT(r.out, HasSubstr("paper/L"));
+  EXPECT_THAT(r.out, HasSubstr("  attn  "));  // it varies, so it is a column
+  const std::string bert = WriteModel("bert.json", R"({"model_type": "bert"})");
+  r = Footprint({"--model=" + bert});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + bert +
+                       ":1:16: model_type 'bert' is not supported (supported: gpt2, llama, "
+                       "mistral, qwen2, phi3, gemma, mixtral, qwen2_moe, gpt_neox)\n");
+  const std::string partial = WriteModel("partial.json", R"({"model_type": "llama"})");
+  r = Footprint({"--model=" + partial});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + partial + ":1:1: llama config has no \"hidden_size\"\n");
+}
+
+// A list of modules has no transformer shape: it runs, without activations.
+TEST(CliTest, ModuleListsRunWithoutActivationsAndSaySo) {
+  Result r = Footprint({"--model=bench/footprint/models/llama3-8b.json", "--ranks=8",
+                        "--stage=3", "--seq=4096"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("footprint: llama3-8b is a list of modules without a transformer "
+                               "shape: no activations\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("act/L")));
 }
 
 TEST(CliTest, AnOptionTheEngineRejectsIsOneLineAndExitTwo) {
