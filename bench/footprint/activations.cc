@@ -211,6 +211,19 @@ void EmbeddingSite(SiteBuilder& site, const Dims& d) {
   if (d.s.dropout) site.Saved("dropout_mask", d.tokens * double(d.s.hidden), false);
 }
 
+// Forward FLOPs of one token through one layer, without the score matrices.
+double LayerFlopsPerToken(const TransformerShape& s) {
+  const double h = double(s.hidden), q = double(s.q_width()), kv = double(s.kv_width());
+  const double projections = 2 * h * (q + 2 * kv) + 2 * q * h;
+  const double matrices = s.mlp == MlpKind::kGated ? 3 : 2;
+  double mlp = 2 * h * double(s.intermediate) * matrices;
+  if (s.moe()) {
+    mlp = double(s.top_k) * 2 * h * double(s.expert_intermediate) * matrices +
+          2 * h * double(s.experts) + 2 * h * double(s.shared_intermediate) * matrices;
+  }
+  return projections + mlp;
+}
+
 }  // namespace
 
 bool KeptInForward(const SiteActivations& site, int index, Site kind, Checkpointing c) {
@@ -257,6 +270,19 @@ double KorthikantiLayerBytes(const TransformerShape& shape, const ActivationOpti
     return 34 * sbh;
   }
   return sbh * (34 + 5 * double(shape.heads) * double(options.seq) / double(shape.hidden));
+}
+
+double RecomputeFraction(const TransformerShape& s, const ActivationOptions& o) {
+  const double layers = double(s.layers);
+  const double core = 4 * double(o.seq) * double(s.q_width());  // QK^T and AV, per token
+  const double forward =
+      layers * (LayerFlopsPerToken(s) + core) + 2 * double(s.hidden) * double(s.vocab);
+  double extra = 0;
+  if (o.checkpointing == Checkpointing::kFull) extra = layers * (LayerFlopsPerToken(s) + core);
+  if (o.checkpointing == Checkpointing::kSelective && o.attention == Attention::kEager) {
+    extra = layers * core;
+  }
+  return extra / (3 * forward);
 }
 
 }  // namespace zero::footprint

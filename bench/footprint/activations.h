@@ -84,4 +84,9 @@ absl::StatusOr<uint64_t> LayerSavedBytes(const TransformerShape& shape,
 // score matrix, i.e. the selective figure.
 double KorthikantiLayerBytes(const TransformerShape& shape, const ActivationOptions& options);
 
+// The share of a step's FLOPs that checkpointing adds: a full layer's
+// forward (full) or eager attention's score matrices (selective), over
+// three forwards (forward + backward); 0 without recomputation.
+double RecomputeFraction(const TransformerShape& shape, const ActivationOptions& options);
+
 }  // namespace zero::footprint

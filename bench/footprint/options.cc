@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -337,8 +338,10 @@ std::string WhatIsWrong(absl::string_view name, absl::string_view value, std::st
   return error;
 }
 
-// One argument (and maybe the next, for "--name value"): sets its flag.
-absl::Status Apply(const std::vector<std::string>& args, size_t& i) {
+// One argument (and maybe the next, for "--name value"): sets its flag and
+// adds its name to `given`.
+absl::Status Apply(const std::vector<std::string>& args, size_t& i,
+                   std::set<std::string>& given) {
   const std::string& arg = args[i];
   if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -362,6 +365,7 @@ absl::Status Apply(const std::vector<std::string>& args, size_t& i) {
   }
   std::string error;
   if (!flag->ParseFrom(value, &error)) return Bad(name, WhatIsWrong(name, value, error));
+  given.insert(name);
   return absl::OkStatus();
 }
 
@@ -431,11 +435,13 @@ bool HelpRequest(const std::string& arg, Options& options) {
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   OwnFlagsAtDefaults defaults;
   Options help;  // only its help fields
+  std::set<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     if (HelpRequest(args[i], help)) continue;
-    if (absl::Status s = Apply(args, i); !s.ok()) return s;
+    if (absl::Status s = Apply(args, i, given); !s.ok()) return s;
   }
   Options options = FromFlags();
+  options.given = std::move(given);
   options.help = help.help;
   options.help_match = help.help_match;
   return options;

@@ -12,6 +12,7 @@
 // may call it many times; not from two threads at once (flags are global).
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct Options {
   bool plan = false;
   int cards = 8, nodes = 1;
   size_t host_memory = 2'000'000'000'000;
+  std::set<std::string> given;  // the options on the command line, by name
   // --help or -h: this program's flags; --helpfull: every flag linked in;
   // --help=WORD: this program's flags whose name or help holds WORD.
   enum class Help { kNone, kShort, kFull } help = Help::kNone;

@@ -115,29 +115,18 @@ std::vector<Column> Columns(const std::vector<Row>& rows) {
 }
 
 std::string Render(const std::vector<Column>& columns, const std::vector<Row>& rows) {
-  std::vector<std::vector<std::string>> cells(1);
-  for (const Column& c : columns) cells[0].push_back(c.header);
+  std::vector<std::string> headers;
+  std::vector<bool> left;
+  for (const Column& c : columns) {
+    headers.push_back(c.header);
+    left.push_back(c.left);
+  }
+  std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows) {
     cells.emplace_back();
     for (const Column& c : columns) cells.back().push_back(c.cell(r));
   }
-  std::vector<size_t> width(columns.size(), 0);
-  for (const auto& line : cells) {
-    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
-  }
-  std::string out;
-  for (const auto& line : cells) {
-    std::string text;
-    for (size_t c = 0; c < line.size(); ++c) {
-      const int w = static_cast<int>(width[c]);
-      absl::StrAppend(&text, c == 0 ? "" : "  ",
-                      columns[c].left ? absl::StrFormat("%-*s", w, line[c])
-                                      : absl::StrFormat("%*s", w, line[c]));
-    }
-    text.erase(text.find_last_not_of(' ') + 1);
-    absl::StrAppend(&out, text, "\n");
-  }
-  return out;
+  return RenderTable(headers, left, cells);
 }
 
 constexpr char kLegend[] =
@@ -190,6 +179,29 @@ std::string ActivationHeader(const std::vector<Row>& rows) {
 }
 
 }  // namespace
+
+std::string RenderTable(const std::vector<std::string>& headers, const std::vector<bool>& left,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::vector<std::string>> cells = {headers};
+  cells.insert(cells.end(), rows.begin(), rows.end());
+  std::vector<size_t> width(headers.size(), 0);
+  for (const auto& line : cells) {
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+  std::string out;
+  for (const auto& line : cells) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c) {
+      const int w = static_cast<int>(width[c]);
+      absl::StrAppend(&text, c == 0 ? "" : "  ",
+                      left[c] ? absl::StrFormat("%-*s", w, line[c])
+                              : absl::StrFormat("%*s", w, line[c]));
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    absl::StrAppend(&out, text, "\n");
+  }
+  return out;
+}
 
 std::string FormatGB(double bytes) {
   const double gb = bytes / 1e9;

@@ -60,6 +60,7 @@ Row MakeRow(const Experiment& e, const Measurement& m, const Knobs& knobs) {
   if (row.activations.has_value()) {
     row.layer_accounted = LayerSavedBytes(*e.model->transformer, *row.activations).value_or(0);
     row.layer_paper = KorthikantiLayerBytes(*e.model->transformer, *row.activations);
+    row.recompute = RecomputeFraction(*e.model->transformer, *row.activations);
   }
   return row;
 }

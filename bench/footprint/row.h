@@ -27,6 +27,7 @@ struct Row {
   std::optional<ActivationOptions> activations;
   uint64_t layer_accounted = 0;
   double layer_paper = 0;
+  double recompute = 0;  // RecomputeFraction: FLOPs checkpointing adds
 
   // params + grads + optimizer state, measured (peaks per tag).
   double states() const;
