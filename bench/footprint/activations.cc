@@ -88,27 +88,36 @@ void QueryKeyValue(SiteBuilder& site, const Dims& d) {
   const double q = d.Act(double(s.q_width())), kv = d.Act(double(s.kv_width()));
   const bool rotary = s.positions == 0;
   const bool repeat = d.o.attention == Attention::kEager && s.kv_heads < s.heads;
-  if (s.fused_qkv && !rotary) {
-    site.Saved("qkv", q + 2 * kv);  // q, k and v are views of it
-  } else {
-    const int qkv = s.fused_qkv ? site.Transient("qkv", q + 2 * kv) : -1;
-    const int q_proj = rotary && !s.fused_qkv ? site.Transient("q", q) : -1;
-    const int k_proj = rotary && !s.fused_qkv ? site.Transient("k", kv) : -1;
-    const int v = repeat ? site.Transient("v", kv) : site.Saved("v", kv);
+  if (s.fused_qkv && d.o.attention == Attention::kFlash) {
+    // q, k and v are views of one tensor, which flash attention reads as
+    // they are: keeping v (and, without rotary positions, q and k) keeps all.
+    site.Saved("qkv", q + 2 * kv);
     if (rotary) {
       site.Saved("q.rotary", q);
-      if (q_proj >= 0) site.Drop(q_proj);
+      site.Saved("k.rotary", kv);
     }
-    const int k = repeat ? site.Transient(rotary ? "k.rotary" : "k", kv)
-                         : site.Saved(rotary ? "k.rotary" : "k", kv);
-    if (k_proj >= 0) site.Drop(k_proj);
-    if (qkv >= 0) site.Drop(qkv);
-    if (repeat) {
-      site.Saved("k.repeated", q);
-      site.Drop(k);
-      site.Saved("v.repeated", q);
-      site.Drop(v);
-    }
+    return;
+  }
+  // Separate projections; or eager attention, whose matrix products copy
+  // the head-transposed views they are given, so a fused projection's
+  // output is not kept.
+  const int qkv = s.fused_qkv ? site.Transient("qkv", q + 2 * kv) : -1;
+  const int q_proj = rotary ? site.Transient("q", q) : site.Saved("q", q);
+  const int k_proj = rotary ? site.Transient("k", kv) : -1;
+  const int v = repeat ? site.Transient("v", kv) : site.Saved("v", kv);
+  if (rotary) {
+    site.Saved("q.rotary", q);
+    site.Drop(q_proj);
+  }
+  const int k = repeat ? site.Transient(rotary ? "k.rotary" : "k", kv)
+                       : site.Saved(rotary ? "k.rotary" : "k", kv);
+  if (k_proj >= 0) site.Drop(k_proj);
+  if (qkv >= 0) site.Drop(qkv);
+  if (repeat) {
+    site.Saved("k.repeated", q);
+    site.Drop(k);
+    site.Saved("v.repeated", q);
+    site.Drop(v);
   }
 }
 
@@ -174,6 +183,7 @@ void ExpertsSite(SiteBuilder& site, const Dims& d) {
   MlpInterior(site, d, "expert.", routed, s.expert_intermediate);
   site.Saved("expert.outputs", routed * double(s.hidden) * d.b);
   site.Saved("expert.weights", routed * d.b);
+  site.Saved("expert.weighted", routed * double(s.hidden) * d.b);  // index_add keeps its source
   if (s.shared_intermediate > 0) {
     MlpInterior(site, d, "shared.", d.tokens, s.shared_intermediate);
     site.Saved("shared.out", d.Hidden());

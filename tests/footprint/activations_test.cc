@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "bench/footprint/experiment.h"
+#include "bench/footprint/model_json.h"
 #include "bench/footprint/presets.h"
 #include "bench/footprint/row.h"
 #include "bench/footprint/step_script.h"
@@ -108,6 +109,20 @@ TEST(ActivationsTest, EagerRepeatsGroupedKeysAndValues) {
   const auto flash = LayerSavedBytes(shape, Options(1024, 1, Attention::kFlash, Checkpointing::kNone));
   // eager: k, v repeated (2q) + merged heads (q); flash: k, v (2kv) + output (q) + lse.
   EXPECT_EQ(*eager - *flash, 2 * tokens * (2 * q - 2 * kv) - 4 * 32 * tokens);
+}
+
+// Phi-3's fused qkv: flash attention reads v as a view of the projection's
+// output and so keeps all of it; eager attention's products copy q, k, v.
+// (bench/footprint/validate_activations.py finds the same in PyTorch.)
+TEST(ActivationsTest, FlashKeepsAFusedProjectionWhole) {
+  absl::StatusOr<ModelSpec> phi3 = LoadModelFile("tests/footprint/testdata/phi-3-mini/config.json");
+  ASSERT_TRUE(phi3.ok()) << phi3.status();
+  const uint64_t tokens = 1024, q = 3072, kv = 3072, heads = 32;
+  const auto flash =
+      LayerSavedBytes(*phi3->transformer, Options(1024, 1, Attention::kFlash, Checkpointing::kNone));
+  const auto eager = LayerSavedBytes(*phi3->transformer,
+                                     Options(1024, 1, Attention::kEager, Checkpointing::kSelective));
+  EXPECT_EQ(*flash - *eager, 2 * tokens * (q + kv) + 4 * heads * tokens);
 }
 
 TEST(ActivationsTest, ThePoolPeakHoldsStatesAndActivations) {
