@@ -1,6 +1,7 @@
 #include "bench/footprint/cli.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -13,10 +14,12 @@
 #include "bench/footprint/experiment.h"
 #include "bench/footprint/model_json.h"
 #include "bench/footprint/options.h"
+#include "bench/footprint/planner.h"
 #include "bench/footprint/presets.h"
 #include "bench/footprint/progress.h"
 #include "bench/footprint/report.h"
 #include "bench/footprint/row.h"
+#include "bench/footprint/timeline_svg.h"
 #include "zero/config.h"
 
 namespace zero::footprint {
@@ -44,6 +47,28 @@ absl::StatusOr<ModelSpec> LoadModel(const std::string& name) {
   return *std::move(preset);
 }
 
+// The activation settings of a sweep, seq 0 as nullopt (none).
+std::vector<std::optional<ActivationOptions>> ActivationSweep(const Options& o) {
+  std::vector<std::optional<ActivationOptions>> sweep;
+  for (uint64_t seq : o.seqs) {
+    if (seq == 0) {
+      sweep.push_back(std::nullopt);
+      continue;
+    }
+    for (uint64_t micro_batch : o.micro_batches) {
+      for (Attention attention : o.attentions) {
+        for (Checkpointing checkpointing : o.checkpointings) {
+          sweep.push_back(ActivationOptions{.seq = seq,
+                                            .micro_batch = micro_batch,
+                                            .attention = attention,
+                                            .checkpointing = checkpointing});
+        }
+      }
+    }
+  }
+  return sweep;
+}
+
 std::vector<Experiment> Sweep(const Options& o, const std::vector<ModelSpec>& models) {
   std::vector<Experiment> runs;
   for (const ModelSpec& model : models) {
@@ -51,8 +76,11 @@ std::vector<Experiment> Sweep(const Options& o, const std::vector<ModelSpec>& mo
       for (Precision precision : o.precisions) {
         for (OptimizerKind optimizer : o.optimizers) {
           for (Offload offload : o.offloads) {
-            for (int stage : o.stages) {
-              runs.push_back({&model, ranks, stage, precision, optimizer, offload});
+            for (const std::optional<ActivationOptions>& activations : ActivationSweep(o)) {
+              for (int stage : o.stages) {
+                runs.push_back(
+                    {&model, ranks, stage, precision, optimizer, offload, activations});
+              }
             }
           }
         }
@@ -70,7 +98,30 @@ std::string LabelOf(const Experiment& e) {
   row.precision = e.precision;
   row.optimizer = e.optimizer;
   row.offload = e.offload;
+  row.activations = e.ActivationsFor();
   return row.Label();
+}
+
+// A model with learned positions cannot run sequences longer than them;
+// one without a transformer shape has no activations (said on `err`).
+absl::Status CheckActivations(const Options& o, const std::vector<ModelSpec>& models,
+                              std::ostream& err) {
+  const uint64_t longest = *std::max_element(o.seqs.begin(), o.seqs.end());
+  for (const ModelSpec& model : models) {
+    if (!model.transformer.has_value() || model.sites.empty()) {
+      if (longest > 0) {
+        err << "footprint: " << model.name
+            << " is a list of modules without a transformer shape: no activations\n";
+      }
+      continue;
+    }
+    const uint64_t positions = model.transformer->positions;
+    if (positions > 0 && longest > positions) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--seq: %d is longer than %s's %d learned positions", longest, model.name, positions));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // "gpt2-xl N=8 stage 0 bf16 adam offload=optimizer: INVALID_ARGUMENT: ...".
@@ -84,7 +135,7 @@ absl::Status RunError(const std::string& label, const absl::Status& s) {
 // said once on `err`. A single run, or a sweep with nothing left, is an
 // error.
 absl::StatusOr<std::vector<Experiment>> DropImpossible(std::vector<Experiment> runs,
-                                                       const Knobs& knobs, std::ostream& err) {
+                                                       const Knobs& knobs, std::ostream* notes) {
   std::vector<Experiment> kept;
   std::vector<std::pair<std::string, int>> reasons;  // message, runs left out
   absl::Status first;
@@ -106,21 +157,23 @@ absl::StatusOr<std::vector<Experiment>> DropImpossible(std::vector<Experiment> r
     if (!first.ok()) return first;
   }
   for (const auto& [reason, count] : reasons) {
-    err << absl::StrFormat("footprint: left out %d run%s of the sweep: %s\n", count,
+    if (notes == nullptr) break;
+    *notes << absl::StrFormat("footprint: left out %d run%s of the sweep: %s\n", count,
                            count == 1 ? "" : "s", reason);
   }
   return kept;
 }
 
 // The rows, or the exit status of the first run that failed.
+// With `timeline`, `runs` is one run, whose last step goes there.
 absl::StatusOr<std::vector<Row>> RunAll(const std::vector<Experiment>& runs, const Knobs& knobs,
-                                        std::ostream& err, bool tty) {
+                                        std::ostream& err, bool tty, StepTimeline* timeline) {
   Progress progress(err, tty, static_cast<int>(runs.size()));
   std::vector<Row> rows;
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string label = LabelOf(runs[i]);
     progress.Begin(static_cast<int>(i), label);
-    absl::StatusOr<Measurement> m = RunExperiment(runs[i], knobs);
+    absl::StatusOr<Measurement> m = RunExperiment(runs[i], knobs, timeline);
     if (!m.ok()) {
       progress.Finish();
       return RunError(label, m.status());
@@ -130,11 +183,13 @@ absl::StatusOr<std::vector<Row>> RunAll(const std::vector<Experiment>& runs, con
   return rows;
 }
 
-absl::Status WriteOutputs(const Options& o, const std::vector<Row>& rows, std::ostream& out) {
+absl::Status WriteOutputs(const Options& o, const std::vector<Row>& rows,
+                          const StepTimeline& timeline, std::ostream& out) {
   const std::pair<const std::string*, std::string> files[] = {
       {&o.json_path, o.json_path.empty() ? "" : ToJson(rows, o.knobs.steps)},
       {&o.csv_path, o.csv_path.empty() ? "" : ToCsv(rows)},
-      {&o.svg_path, o.svg_path.empty() ? "" : ToSvg(rows)}};
+      {&o.svg_path, o.svg_path.empty() ? "" : ToSvg(rows)},
+      {&o.timeline_path, o.timeline_path.empty() ? "" : TimelineSvg(timeline, rows[0].Label())}};
   for (const auto& [path, contents] : files) {
     if (path->empty()) continue;
     if (absl::Status s = WriteFileAtomically(*path, contents); !s.ok()) {
@@ -155,19 +210,38 @@ int RunFootprint(const std::vector<std::string>& args, std::ostream& out, std::o
     out << Usage(options->help, options->help_match);
     return 0;
   }
+  if (options->plan) options = PlanSweep(*std::move(options));
+  if (!options.ok()) return Fail(err, kBadInput, std::string(options.status().message()));
   std::vector<ModelSpec> models;
   for (const std::string& name : options->models) {
     absl::StatusOr<ModelSpec> model = LoadModel(name);
     if (!model.ok()) return Fail(err, kBadInput, std::string(model.status().message()));
     models.push_back(*std::move(model));
   }
-  absl::StatusOr<std::vector<Experiment>> runs =
-      DropImpossible(Sweep(*options, models), options->knobs, err);
+  if (absl::Status s = CheckActivations(*options, models, err); !s.ok()) {
+    return Fail(err, kBadInput, std::string(s.message()));
+  }
+  // The planner's sweep pairs every stage with every offload on purpose.
+  absl::StatusOr<std::vector<Experiment>> runs = DropImpossible(
+      Sweep(*options, models), options->knobs, options->plan ? nullptr : &err);
   if (!runs.ok()) return Fail(err, kBadInput, std::string(runs.status().message()));
-  absl::StatusOr<std::vector<Row>> rows = RunAll(*runs, options->knobs, err, err_is_tty);
+  StepTimeline timeline;
+  const bool draw = !options->timeline_path.empty();
+  if (draw && runs->size() != 1) {
+    return Fail(err, kBadInput,
+                absl::StrFormat("--timeline: draws one run, and the options make %d (give one "
+                                "value to each list)",
+                                runs->size()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Row>> rows =
+      RunAll(*runs, options->knobs, err, err_is_tty, draw ? &timeline : nullptr);
   if (!rows.ok()) return Fail(err, kBadInput, std::string(rows.status().message()));
-  out << FormatTable(*rows, options->knobs.steps);
-  if (absl::Status s = WriteOutputs(*options, *rows, out); !s.ok()) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << (options->plan ? FormatPlan(RankPlan(*rows, *options), *options, seconds)
+                        : FormatTable(*rows, options->knobs.steps));
+  if (absl::Status s = WriteOutputs(*options, *rows, timeline, out); !s.ok()) {
     return Fail(err, kCannotWrite, std::string(s.message()));
   }
   return 0;

@@ -1,19 +1,26 @@
 // One footprint experiment: the real engine of rank 0 of an N-rank job, on
 // one meta device (addresses and accounting, no bytes) with a
 // MetaCommunicator (no peers, ring-model counts), running real training
-// steps: forward fetches and releases in the model's forward order, then
-// backward in reverse with each module's gradients handed over (null data)
-// at its last backward use, then Step. Every rank is identical by
+// steps (step_script.h): forward fetches and releases in the model's
+// forward order, then backward in reverse with each module's gradients
+// handed over (null data) at its last backward use, then Step; for
+// transformer models, each micro-batch's activations allocated and freed
+// on the same pool as the model states. Every rank is identical by
 // construction (each unit is padded to N * 16 elements and split equally),
 // so rank 0's figures are every rank's.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/footprint/activations.h"
 #include "bench/footprint/formulas.h"
 #include "bench/footprint/model.h"
+#include "memory/timeline.h"
 #include "zero/comm/comm_stats.h"
 #include "zero/config.h"
 
@@ -37,6 +44,19 @@ struct Experiment {
   Precision precision = Precision::kBF16;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   Offload offload = Offload::kNone;
+  // Activations of one micro-batch (element_bytes is taken from
+  // `precision`); none when nullopt or the model has no transformer shape.
+  std::optional<ActivationOptions> activations;
+
+  // `activations` with element_bytes set, or nullopt when there are none.
+  std::optional<ActivationOptions> ActivationsFor() const;
+};
+
+// The pool during the last step, for a picture of it (timeline_svg.h).
+struct StepTimeline {
+  std::array<size_t, kNumTags> start{};  // requested bytes per tag when the step began
+  std::vector<TraceEvent> events;        // the pool's events during the step
+  size_t backward = 0, optimizer = 0;    // the first event of each phase
 };
 
 struct Measurement {
@@ -46,6 +66,11 @@ struct Measurement {
   // comm: buckets and staging in flight; gathered: stage 3's whole
   // parameters of the modules in use (and prefetched, and persistent).
   size_t params = 0, grads = 0, optimizer = 0, comm = 0, gathered = 0, other = 0;
+  // Activations: the tag's peak, and what the middle layer keeps between
+  // its forward and its backward (the activations tag across that layer).
+  bool has_activations = false;
+  size_t activations = 0;
+  uint64_t layer_activations = 0;
   size_t peak_allocated = 0, peak_reserved = 0;  // the pool, all tags together
   size_t peak_host = 0;                          // pinned host memory (offload)
   OpStats sent_per_step;                         // the last step's traffic
@@ -58,6 +83,9 @@ inline constexpr size_t kMetaCapacity = size_t{1} << 50;  // 1 PiB
 EngineConfig MakeEngineConfig(const Experiment& e, const Knobs& knobs);
 
 // Errors from the engine (a config it rejects, say) come back as they are.
-absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knobs);
+// With `timeline`, the pool records its events and the last step's are
+// written there.
+absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knobs,
+                                          StepTimeline* timeline = nullptr);
 
 }  // namespace zero::footprint

@@ -89,6 +89,10 @@ absl::Status CheckForward(const ModelSpec& model) {
           absl::StrFormat("module '%s' is never used in the forward order", model.modules[m].name));
     }
   }
+  if (!model.sites.empty() && model.sites.size() != model.ForwardOrder().size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d sites for %d forward uses", model.sites.size(), model.ForwardOrder().size()));
+  }
   return absl::OkStatus();
 }
 
@@ -135,14 +139,23 @@ ModelBuilder& ModelBuilder::Param(std::string name, std::vector<uint64_t> shape)
   return *this;
 }
 
-ModelBuilder& ModelBuilder::Use(const std::string& module) {
-  for (size_t m = 0; m < model_.modules.size(); ++m) {
+ModelBuilder& ModelBuilder::Use(const std::string& module, Site site) {
+  if (site != Site::kNone || !model_.sites.empty()) {
+    model_.sites.resize(model_.forward.size(), Site::kNone);
+    model_.sites.push_back(site);
+  }
+  for (size_t m = model_.modules.size(); m-- > 0;) {  // recent modules first: builders use them
     if (model_.modules[m].name == module) {
       model_.forward.push_back(static_cast<int>(m));
       return *this;
     }
   }
   model_.forward.push_back(-1);  // Validate reports it
+  return *this;
+}
+
+ModelBuilder& ModelBuilder::Shape(const TransformerShape& shape) {
+  model_.transformer = shape;
   return *this;
 }
 

@@ -3,14 +3,18 @@
 // shapes, and the order in which a forward pass uses the modules. A module
 // may be used more than once (GPT-2's tied embedding is used first for the
 // input and last for the logits); backward runs the uses in reverse and
-// hands a module's gradients over at its last backward use.
+// hands a module's gradients over at its last backward use. A transformer
+// model also says what each forward use computes (its site), so the
+// experiment can create that use's activations (activations.h).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/footprint/transformer_shape.h"
 #include "zero/layout.h"
 
 namespace zero::footprint {
@@ -27,10 +31,18 @@ struct ModuleSpec {
   uint64_t numel() const;
 };
 
+// What a forward use of a module computes. A layer is one kAttention use
+// and the next kMlp use; the k-th of each belong to layer k.
+enum class Site { kNone, kEmbedding, kAttention, kMlp, kHead };
+
 struct ModelSpec {
   std::string name;
   std::vector<ModuleSpec> modules;
   std::vector<int> forward;  // module indices; empty means each module once, in order
+  // Transformer models only (else nullopt and empty): the shape, and a site
+  // per forward use (parallel to ForwardOrder()).
+  std::optional<TransformerShape> transformer;
+  std::vector<Site> sites;
 
   uint64_t numel() const;                 // Ψ
   uint64_t largest_module_numel() const;  // DeepSpeed's largest_layer_params
@@ -44,7 +56,7 @@ struct ModelSpec {
 // InvalidArgument naming the first problem: no modules, a module without
 // parameters, an empty or repeated name, a shape with no or zero
 // dimensions, a numel beyond 2^62, a forward use out of range, a module
-// never used.
+// never used, sites that do not match the forward uses.
 absl::Status Validate(const ModelSpec& model);
 
 // Builds presets: Add("h.0.attn").Param("c_attn.weight", {768, 2304}) ...
@@ -54,8 +66,10 @@ class ModelBuilder {
   ModelBuilder& Module(std::string name);
   ModelBuilder& Param(std::string name, std::vector<uint64_t> shape);
   // Appends a use of the named module to the forward order (call it for
-  // every use, or never to use each module once in order).
-  ModelBuilder& Use(const std::string& module);
+  // every use, or never to use each module once in order), with its site
+  // (give every use one, or none).
+  ModelBuilder& Use(const std::string& module, Site site = Site::kNone);
+  ModelBuilder& Shape(const TransformerShape& shape);
   ModelSpec Build() && { return std::move(model_); }
 
  private:

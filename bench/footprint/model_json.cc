@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "base/json.h"
 #include "base/status_macros.h"
+#include "bench/footprint/hf_config.h"
 
 namespace zero::footprint {
 namespace {
@@ -291,6 +292,7 @@ absl::StatusOr<ModelSpec> ModelFromJson(std::string_view text, const std::string
   if (!root.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ":", root.status().message()));
   }
+  if (IsHfConfig(*root)) return ModelFromHfConfig(*root, file);
   return Loader(file).Load(*root);
 }
 

@@ -1,4 +1,6 @@
-// Models from JSON files (--model=path.json). The schema:
+// Models from JSON files (--model=path.json): a Hugging Face config.json
+// (an object with "model_type": hf_config.h), or a list of modules. The
+// schema of the latter:
 //
 //   {
 //     "name": "my-model",                  optional; default: the file name

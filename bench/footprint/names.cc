@@ -1,5 +1,7 @@
 #include "bench/footprint/names.h"
 
+#include <initializer_list>
+
 namespace zero::footprint {
 
 std::string_view Name(Precision p) {
@@ -22,25 +24,48 @@ std::string_view Name(Offload o) {
   return "?";
 }
 
-std::optional<Precision> ParsePrecision(std::string_view text) {
-  for (Precision p : {Precision::kF32, Precision::kBF16, Precision::kF16}) {
-    if (text == Name(p)) return p;
+std::string_view Name(Attention a) { return a == Attention::kEager ? "eager" : "flash"; }
+
+std::string_view Name(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::kNone: return "none";
+    case Checkpointing::kSelective: return "selective";
+    case Checkpointing::kFull: return "full";
+  }
+  return "?";
+}
+
+namespace {
+
+// The value of `kinds` whose Name is `text`.
+template <typename E>
+std::optional<E> ByName(std::string_view text, std::initializer_list<E> kinds) {
+  for (E e : kinds) {
+    if (text == Name(e)) return e;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Precision> ParsePrecision(std::string_view text) {
+  return ByName(text, {Precision::kF32, Precision::kBF16, Precision::kF16});
 }
 
 std::optional<OptimizerKind> ParseOptimizer(std::string_view text) {
-  for (OptimizerKind o : {OptimizerKind::kAdam, OptimizerKind::kSgd}) {
-    if (text == Name(o)) return o;
-  }
-  return std::nullopt;
+  return ByName(text, {OptimizerKind::kAdam, OptimizerKind::kSgd});
 }
 
 std::optional<Offload> ParseOffload(std::string_view text) {
-  for (Offload o : {Offload::kNone, Offload::kOptimizer, Offload::kParameters}) {
-    if (text == Name(o)) return o;
-  }
-  return std::nullopt;
+  return ByName(text, {Offload::kNone, Offload::kOptimizer, Offload::kParameters});
+}
+
+std::optional<Attention> ParseAttention(std::string_view text) {
+  return ByName(text, {Attention::kEager, Attention::kFlash});
+}
+
+std::optional<Checkpointing> ParseCheckpointing(std::string_view text) {
+  return ByName(text, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
 }
 
 }  // namespace zero::footprint

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string_view>
 
+#include "bench/footprint/activations.h"
 #include "bench/footprint/formulas.h"
 #include "zero/config.h"
 
@@ -12,9 +13,13 @@ namespace zero::footprint {
 std::string_view Name(Precision p);      // fp32, bf16, fp16
 std::string_view Name(OptimizerKind o);  // adam, sgd
 std::string_view Name(Offload o);        // none, optimizer, parameters
+std::string_view Name(Attention a);      // eager, flash
+std::string_view Name(Checkpointing c);  // none, selective, full
 
 std::optional<Precision> ParsePrecision(std::string_view text);
 std::optional<OptimizerKind> ParseOptimizer(std::string_view text);
 std::optional<Offload> ParseOffload(std::string_view text);
+std::optional<Attention> ParseAttention(std::string_view text);
+std::optional<Checkpointing> ParseCheckpointing(std::string_view text);
 
 }  // namespace zero::footprint

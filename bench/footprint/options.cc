@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -188,12 +189,37 @@ struct WordItem {
   static std::string Write(Type value) { return std::string(Name(value)); }
 };
 
+// A sequence length: 0 (no activations) to 2^20.
+struct SeqItem {
+  using Type = uint64_t;
+  static constexpr const char* kWhat = "a sequence length from 0 (no activations) to 1048576";
+  static std::optional<Type> Read(absl::string_view text) {
+    std::optional<int> n = IntFrom(text, 0, 1 << 20);
+    return n.has_value() ? std::optional<Type>(*n) : std::nullopt;
+  }
+  static std::string Write(Type n) { return absl::StrCat(n); }
+};
+
+struct MicroBatchItem {
+  using Type = uint64_t;
+  static constexpr const char* kWhat = "a micro-batch size from 1 to 4096";
+  static std::optional<Type> Read(absl::string_view text) {
+    std::optional<int> n = IntFrom(text, 1, 4096);
+    return n.has_value() ? std::optional<Type>(*n) : std::nullopt;
+  }
+  static std::string Write(Type n) { return absl::StrCat(n); }
+};
+
 constexpr char kPrecisions[] = "fp32, bf16 or fp16";
 constexpr char kOptimizers[] = "adam or sgd";
 constexpr char kOffloads[] = "none, optimizer or parameters";
 using PrecisionItem = WordItem<Precision, ParsePrecision, kPrecisions>;
 using OptimizerItem = WordItem<OptimizerKind, ParseOptimizer, kOptimizers>;
 using OffloadItem = WordItem<Offload, ParseOffload, kOffloads>;
+constexpr char kAttentions[] = "eager or flash";
+constexpr char kCheckpointings[] = "none, selective or full";
+using AttentionItem = WordItem<Attention, ParseAttention, kAttentions>;
+using CheckpointingItem = WordItem<Checkpointing, ParseCheckpointing, kCheckpointings>;
 
 std::string ModelHelp() {
   return absl::StrCat("models: presets (", absl::StrJoin(PresetNames(), ", "),
@@ -204,7 +230,11 @@ std::string ModelHelp() {
 }  // namespace zero::footprint
 
 // Abseil's flag macros belong at global scope (they name absl:: unqualified).
+using zero::footprint::AttentionItem;
 using zero::footprint::ByteSize;
+using zero::footprint::CheckpointingItem;
+using zero::footprint::MicroBatchItem;
+using zero::footprint::SeqItem;
 using zero::footprint::Count;
 using zero::footprint::Knobs;
 using zero::footprint::List;
@@ -229,6 +259,16 @@ ABSL_FLAG(List<OptimizerItem>, optimizer, List<OptimizerItem>{Options{}.optimize
           "optimizers: adam (AdamW), sgd (momentum 0.9)");
 ABSL_FLAG(List<OffloadItem>, offload, List<OffloadItem>{Options{}.offloads},
           "what lives in pinned host memory: none, optimizer (stages 1-3), parameters (stage 3)");
+ABSL_FLAG(List<SeqItem>, seq, List<SeqItem>{Options{}.seqs},
+          "tokens per sequence, for activations (0: none; transformer models)");
+ABSL_FLAG(List<MicroBatchItem>, micro_batch, List<MicroBatchItem>{Options{}.micro_batches},
+          "sequences per micro-batch (1 to 4096)");
+ABSL_FLAG(List<AttentionItem>, attention, List<AttentionItem>{Options{}.attentions},
+          "eager (keeps the softmax of the scores) or flash (keeps its log-sum-exp)");
+ABSL_FLAG(List<CheckpointingItem>, checkpointing,
+          List<CheckpointingItem>{Options{}.checkpointings},
+          "activation checkpointing: none, selective (recomputes eager attention's softmax), "
+          "full (keeps each layer's input)");
 ABSL_FLAG(WholeNumber, bucket_elements, WholeNumber{Knobs{}.bucket_elements},
           "elements per gradient bucket (reduce-scatter unit)");
 ABSL_FLAG(WholeNumber, prefetch_elements, WholeNumber{Knobs{}.prefetch_elements},
@@ -245,6 +285,15 @@ ABSL_FLAG(Count<(1 << 16)>, gpus_per_node, Count<(1 << 16)>{Knobs{}.gpus_per_nod
 ABSL_FLAG(std::string, json, "", "also write the results as JSON to this file");
 ABSL_FLAG(std::string, csv, "", "also write the results as CSV to this file");
 ABSL_FLAG(std::string, svg, "", "also write a bar chart (SVG) to this file");
+ABSL_FLAG(std::string, timeline, "",
+          "write one run's last step as an SVG: the pool's bytes by tag over time");
+ABSL_FLAG(bool, plan, false,
+          "plan: which stage, offload, checkpointing and micro-batch fit --cards x --nodes");
+ABSL_FLAG(Count<(1 << 16)>, cards, Count<(1 << 16)>{Options{}.cards},
+          "the planner: cards per node (ranks = cards x nodes)");
+ABSL_FLAG(Count<(1 << 16)>, nodes, Count<(1 << 16)>{Options{}.nodes}, "the planner: nodes");
+ABSL_FLAG(ByteSize, host_memory, ByteSize{Options{}.host_memory},
+          "the planner: host memory per node, for offload");
 
 namespace zero::footprint {
 namespace {
@@ -289,8 +338,10 @@ std::string WhatIsWrong(absl::string_view name, absl::string_view value, std::st
   return error;
 }
 
-// One argument (and maybe the next, for "--name value"): sets its flag.
-absl::Status Apply(const std::vector<std::string>& args, size_t& i) {
+// One argument (and maybe the next, for "--name value"): sets its flag and
+// adds its name to `given`.
+absl::Status Apply(const std::vector<std::string>& args, size_t& i,
+                   std::set<std::string>& given) {
   const std::string& arg = args[i];
   if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -305,6 +356,8 @@ absl::Status Apply(const std::vector<std::string>& args, size_t& i) {
   std::string value;
   if (eq != std::string::npos) {
     value = arg.substr(eq + 1);
+  } else if (flag->IsOfType<bool>()) {
+    value = "true";  // a switch (--plan) takes no value unless given with '='
   } else if (i + 1 < args.size()) {
     value = args[++i];
   } else {
@@ -312,6 +365,7 @@ absl::Status Apply(const std::vector<std::string>& args, size_t& i) {
   }
   std::string error;
   if (!flag->ParseFrom(value, &error)) return Bad(name, WhatIsWrong(name, value, error));
+  given.insert(name);
   return absl::OkStatus();
 }
 
@@ -323,6 +377,10 @@ Options FromFlags() {
   o.precisions = absl::GetFlag(FLAGS_precision).items;
   o.optimizers = absl::GetFlag(FLAGS_optimizer).items;
   o.offloads = absl::GetFlag(FLAGS_offload).items;
+  o.seqs = absl::GetFlag(FLAGS_seq).items;
+  o.micro_batches = absl::GetFlag(FLAGS_micro_batch).items;
+  o.attentions = absl::GetFlag(FLAGS_attention).items;
+  o.checkpointings = absl::GetFlag(FLAGS_checkpointing).items;
   o.knobs.bucket_elements = absl::GetFlag(FLAGS_bucket_elements).value;
   o.knobs.prefetch_elements = absl::GetFlag(FLAGS_prefetch_elements).value;
   o.knobs.persistence_threshold = absl::GetFlag(FLAGS_persistence_threshold).value;
@@ -333,6 +391,11 @@ Options FromFlags() {
   o.json_path = absl::GetFlag(FLAGS_json);
   o.csv_path = absl::GetFlag(FLAGS_csv);
   o.svg_path = absl::GetFlag(FLAGS_svg);
+  o.timeline_path = absl::GetFlag(FLAGS_timeline);
+  o.plan = absl::GetFlag(FLAGS_plan);
+  o.cards = absl::GetFlag(FLAGS_cards).value;
+  o.nodes = absl::GetFlag(FLAGS_nodes).value;
+  o.host_memory = absl::GetFlag(FLAGS_host_memory).bytes;
   return o;
 }
 
@@ -372,11 +435,13 @@ bool HelpRequest(const std::string& arg, Options& options) {
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   OwnFlagsAtDefaults defaults;
   Options help;  // only its help fields
+  std::set<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     if (HelpRequest(args[i], help)) continue;
-    if (absl::Status s = Apply(args, i); !s.ok()) return s;
+    if (absl::Status s = Apply(args, i, given); !s.ok()) return s;
   }
   Options options = FromFlags();
+  options.given = std::move(given);
   options.help = help.help;
   options.help_match = help.help_match;
   return options;

@@ -3,69 +3,53 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "bench/footprint/transformer.h"
 
 namespace zero::footprint {
 namespace {
 
-struct GptShape {
-  uint64_t layers, hidden, vocab = 50257, context = 1024;
-};
-
-ModelSpec Gpt(std::string name, const GptShape& s) {
-  const uint64_t h = s.hidden;
-  ModelBuilder b(std::move(name));
-  b.Module("wte").Param("weight", {s.vocab, h});
-  b.Module("wpe").Param("weight", {s.context, h});
-  b.Use("wte").Use("wpe");
-  for (uint64_t i = 0; i < s.layers; ++i) {
-    const std::string layer = absl::StrCat("h.", i);
-    b.Module(layer + ".attn")
-        .Param("ln_1.weight", {h})
-        .Param("ln_1.bias", {h})
-        .Param("attn.c_attn.weight", {h, 3 * h})
-        .Param("attn.c_attn.bias", {3 * h})
-        .Param("attn.c_proj.weight", {h, h})
-        .Param("attn.c_proj.bias", {h});
-    b.Module(layer + ".mlp")
-        .Param("ln_2.weight", {h})
-        .Param("ln_2.bias", {h})
-        .Param("mlp.c_fc.weight", {h, 4 * h})
-        .Param("mlp.c_fc.bias", {4 * h})
-        .Param("mlp.c_proj.weight", {4 * h, h})
-        .Param("mlp.c_proj.bias", {h});
-    b.Use(layer + ".attn").Use(layer + ".mlp");
-  }
-  b.Module("ln_f").Param("weight", {h}).Param("bias", {h});
-  // The logits reuse the token embedding (tied weights).
-  b.Use("ln_f").Use("wte");
-  return std::move(b).Build();
+// GPT-2: LayerNorms and projections with biases, a fused query-key-value
+// projection, GELU MLP of 4h, learned positions, dropout, tied head.
+TransformerShape Gpt(uint64_t layers, uint64_t hidden, uint64_t heads) {
+  return {.layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .kv_heads = heads,
+          .head_dim = hidden / heads,
+          .intermediate = 4 * hidden,
+          .vocab = 50257,
+          .positions = 1024,
+          .norm = NormKind::kLayerNorm,
+          .norm_bias = true,
+          .mlp = MlpKind::kPlain,
+          .qkv_bias = true,
+          .out_bias = true,
+          .mlp_bias = true,
+          .fused_qkv = true,
+          .tied_embeddings = true,
+          .dropout = true};
 }
 
-struct LlamaShape {
-  uint64_t layers, hidden, intermediate, heads, kv_heads, vocab = 32000;
-};
+// Llama: RMSNorm, SwiGLU, rotary positions, no biases, untied head.
+TransformerShape Llama(uint64_t layers, uint64_t hidden, uint64_t intermediate, uint64_t heads,
+                       uint64_t kv_heads, uint64_t vocab) {
+  return {.layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .kv_heads = kv_heads,
+          .head_dim = hidden / heads,
+          .intermediate = intermediate,
+          .vocab = vocab};
+}
 
-ModelSpec Llama(std::string name, const LlamaShape& s) {
-  const uint64_t h = s.hidden, kv = s.kv_heads * (h / s.heads), ff = s.intermediate;
-  ModelBuilder b(std::move(name));
-  b.Module("embed_tokens").Param("weight", {s.vocab, h});
-  for (uint64_t i = 0; i < s.layers; ++i) {
-    const std::string layer = absl::StrCat("layers.", i);
-    b.Module(layer + ".attn")
-        .Param("input_layernorm.weight", {h})
-        .Param("self_attn.q_proj.weight", {h, h})
-        .Param("self_attn.k_proj.weight", {kv, h})
-        .Param("self_attn.v_proj.weight", {kv, h})
-        .Param("self_attn.o_proj.weight", {h, h});
-    b.Module(layer + ".mlp")
-        .Param("post_attention_layernorm.weight", {h})
-        .Param("mlp.gate_proj.weight", {ff, h})
-        .Param("mlp.up_proj.weight", {ff, h})
-        .Param("mlp.down_proj.weight", {h, ff});
-  }
-  b.Module("norm").Param("weight", {h});
-  b.Module("lm_head").Param("weight", {s.vocab, h});
-  return std::move(b).Build();
+// Mixtral 8x7B: Mistral 7B's attention, every MLP replaced by 8 SwiGLU
+// experts of 14336, two per token.
+TransformerShape Mixtral() {
+  TransformerShape s = Llama(32, 4096, 14336, 32, 8, 32000);
+  s.experts = 8;
+  s.top_k = 2;
+  s.expert_intermediate = 14336;
+  return s;
 }
 
 // DeepSeek-V3's shape (its Hugging Face config.json and the report, arXiv
@@ -127,31 +111,24 @@ struct Entry {
 };
 
 constexpr Entry kPresets[] = {
-    {"gpt2-small", [] { return Gpt("gpt2-small", {.layers = 12, .hidden = 768}); }},
-    {"gpt2-medium", [] { return Gpt("gpt2-medium", {.layers = 24, .hidden = 1024}); }},
-    {"gpt2-large", [] { return Gpt("gpt2-large", {.layers = 36, .hidden = 1280}); }},
-    {"gpt2-xl", [] { return Gpt("gpt2-xl", {.layers = 48, .hidden = 1600}); }},
-    {"zero-1.5b", [] { return Gpt("zero-1.5b", {.layers = 48, .hidden = 1600}); }},
-    {"zero-7.5b", [] { return Gpt("zero-7.5b", {.layers = 80, .hidden = 2768}); }},
-    {"zero-100b", [] { return Gpt("zero-100b", {.layers = 125, .hidden = 8192}); }},
+    {"gpt2-small", [] { return BuildTransformer("gpt2-small", Gpt(12, 768, 12), true); }},
+    {"gpt2-medium", [] { return BuildTransformer("gpt2-medium", Gpt(24, 1024, 16), true); }},
+    {"gpt2-large", [] { return BuildTransformer("gpt2-large", Gpt(36, 1280, 20), true); }},
+    {"gpt2-xl", [] { return BuildTransformer("gpt2-xl", Gpt(48, 1600, 25), true); }},
+    {"zero-1.5b", [] { return BuildTransformer("zero-1.5b", Gpt(48, 1600, 25), true); }},
+    {"zero-7.5b", [] { return BuildTransformer("zero-7.5b", Gpt(80, 2768, 16), true); }},
+    {"zero-100b", [] { return BuildTransformer("zero-100b", Gpt(125, 8192, 64), true); }},
     {"llama2-7b",
-     [] {
-       return Llama(
-           "llama2-7b",
-           {.layers = 32, .hidden = 4096, .intermediate = 11008, .heads = 32, .kv_heads = 32});
-     }},
+     [] { return BuildTransformer("llama2-7b", Llama(32, 4096, 11008, 32, 32, 32000)); }},
     {"llama2-13b",
-     [] {
-       return Llama(
-           "llama2-13b",
-           {.layers = 40, .hidden = 5120, .intermediate = 13824, .heads = 40, .kv_heads = 40});
-     }},
+     [] { return BuildTransformer("llama2-13b", Llama(40, 5120, 13824, 40, 40, 32000)); }},
     {"llama2-70b",
-     [] {
-       return Llama(
-           "llama2-70b",
-           {.layers = 80, .hidden = 8192, .intermediate = 28672, .heads = 64, .kv_heads = 8});
-     }},
+     [] { return BuildTransformer("llama2-70b", Llama(80, 8192, 28672, 64, 8, 32000)); }},
+    {"llama3-8b",
+     [] { return BuildTransformer("llama3-8b", Llama(32, 4096, 14336, 32, 8, 128256)); }},
+    {"llama3-70b",
+     [] { return BuildTransformer("llama3-70b", Llama(80, 8192, 28672, 64, 8, 128256)); }},
+    {"mixtral-8x7b", [] { return BuildTransformer("mixtral-8x7b", Mixtral()); }},
     {"deepseek-v3", DeepSeekV3},
 };
 

@@ -1,6 +1,6 @@
-// Named models with their real shapes. Every transformer sub-layer (norm +
-// attention, norm + MLP) is one module, i.e. one stage-3 fetch unit; the
-// embeddings, final norm and output head are modules of their own.
+// Named models with their real shapes, built by BuildTransformer
+// (transformer.h) except DeepSeek-V3, so all but it carry a transformer
+// shape and get activations.
 //
 //   gpt2-small/-medium/-large/-xl  GPT-2 (vocab 50257, context 1024; biases,
 //       LayerNorms, learned position embeddings, output tied to the token
@@ -17,6 +17,14 @@
 //       SwiGLU MLP, no biases, untied output head; 70B uses grouped-query
 //       attention with 8 KV heads): 6,738,415,616 / 13,015,864,320 /
 //       68,976,648,192 parameters.
+//   llama3-8b/-70b  Llama 3 (vocab 128256, 8 KV heads): 8,030,261,248 /
+//       70,553,706,496 parameters.
+//   mixtral-8x7b  Mistral 7B's attention with 8 SwiGLU experts of 14336,
+//       top 2, in every layer: 46,702,792,704 parameters; a module per
+//       expert and one for the router.
+//   The GPT-2 shapes' heads: 12, 16, 20, 25 (head dim 64); the ZeRO paper
+//   gives none for its models: zero-1.5b 25 (GPT-2 XL's), zero-7.5b 16
+//   (2768 has no divisor near 64 heads of 64), zero-100b 64 (of 128).
 //   deepseek-v3  DeepSeek-V3's mixture of experts (61 layers, 256 routed +
 //       1 shared expert in 58 of them, MLA attention; no multi-token
 //       prediction module): 671,026,419,200 parameters in 44,843 modules

@@ -18,6 +18,8 @@ std::vector<Field> Fields(const Row& r) {
   const Measurement& m = r.measured;
   const OpStats& sent = m.sent_per_step;
   const double peak = static_cast<double>(m.peak_allocated);
+  const std::optional<ActivationOptions>& act = r.activations;
+  const bool paper = act.has_value() && act->element_bytes == 2;  // the formula is 16-bit
   std::vector<Field> f = {
       {"model", r.model, true},
       {"psi", absl::StrCat(r.psi)},
@@ -35,6 +37,16 @@ std::vector<Field> Fields(const Row& r) {
       {"comm_bytes", absl::StrCat(m.comm)},
       {"gathered_bytes", absl::StrCat(m.gathered)},
       {"other_bytes", absl::StrCat(m.other)},
+      {"seq", act ? absl::StrCat(act->seq) : "null"},
+      {"micro_batch", act ? absl::StrCat(act->micro_batch) : "null"},
+      {"attention", act ? std::string(Name(act->attention)) : "null", act.has_value()},
+      {"checkpointing", act ? std::string(Name(act->checkpointing)) : "null", act.has_value()},
+      {"activations_bytes", act ? absl::StrCat(m.activations) : "null"},
+      {"layer_activations_bytes", act ? absl::StrCat(m.layer_activations) : "null"},
+      {"layer_accounted_bytes", act ? absl::StrCat(r.layer_accounted) : "null"},
+      {"layer_paper_bytes", paper ? Int(r.layer_paper) : "null"},
+      {"layer_vs_paper_percent",
+       paper ? Num(Row::DiffPercent(m.layer_activations, r.layer_paper)) : "null"},
       {"host_bytes", absl::StrCat(m.peak_host)},
       {"padding_bytes", Int(r.padding)},
       {"states_bytes", Int(r.states())},

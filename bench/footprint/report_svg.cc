@@ -1,6 +1,7 @@
-// An SVG chart: one stacked bar per run (params, grads, optimizer state,
-// communication buffers, pinned host), a GB axis, the card's size as a
-// dashed line when it is in range, a legend; opens in any browser.
+// An SVG chart: one stacked bar per run (the peaks of params, grads,
+// optimizer state, communication buffers, gathered parameters, activations,
+// pinned host), a GB axis, the card's size as a dashed line when it is in
+// range, a legend; opens in any browser.
 #include <algorithm>
 #include <cmath>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/footprint/names.h"
 #include "bench/footprint/report.h"
+#include "bench/footprint/svg.h"
 
 namespace zero::footprint {
 namespace {
@@ -18,12 +20,16 @@ struct Part {
   double (*bytes)(const Row&);
 };
 
-constexpr Part kParts[] = {
-    {"parameters", "#4e79a7", [](const Row& r) { return double(r.measured.params); }},
-    {"gradients", "#f28e2b", [](const Row& r) { return double(r.measured.grads); }},
-    {"optimizer state", "#e15759", [](const Row& r) { return double(r.measured.optimizer); }},
-    {"communication", "#76b7b2", [](const Row& r) { return double(r.measured.comm); }},
-    {"gathered", "#edc948", [](const Row& r) { return double(r.measured.gathered); }},
+const Part kParts[] = {
+    {"parameters", TagColor(Tag::kParameters), [](const Row& r) { return double(r.measured.params); }},
+    {"gradients", TagColor(Tag::kGradients), [](const Row& r) { return double(r.measured.grads); }},
+    {"optimizer state", TagColor(Tag::kOptimizerState),
+     [](const Row& r) { return double(r.measured.optimizer); }},
+    {"communication", TagColor(Tag::kCommunication),
+     [](const Row& r) { return double(r.measured.comm); }},
+    {"gathered", TagColor(Tag::kGathered), [](const Row& r) { return double(r.measured.gathered); }},
+    {"activations", TagColor(Tag::kActivations),
+     [](const Row& r) { return double(r.measured.activations); }},
     {"pinned host", "#59a14f", [](const Row& r) { return double(r.measured.peak_host); }},
 };
 
@@ -31,50 +37,10 @@ constexpr double kLeft = 80, kTop = 76, kPlotHeight = 360, kBar = 28, kGap = 14;
 // Pixels per character of the 11px labels (a generous average).
 constexpr double kCharWidth = 6.6;
 
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 double Total(const Row& r) {
   double t = 0;
   for (const Part& p : kParts) t += p.bytes(r);
   return t;
-}
-
-// 1, 2 or 5 times a power of ten, about a fifth of `top`.
-double TickStep(double top) {
-  const double raw = top / 5, power = std::pow(10, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0}) {
-    if (m * power >= raw) return m * power;
-  }
-  return 10 * power;
-}
-
-std::string Axis(double top_gb, double width) {
-  std::string out;
-  const double step = TickStep(top_gb);
-  for (double v = 0; v <= top_gb * 1.0001; v += step) {
-    const double y = kTop + kPlotHeight * (1 - v / top_gb);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                          kLeft, y, width - 20, y, kLeft - 6, y + 4, absl::StrFormat("%g", v));
-  }
-  absl::StrAppendFormat(&out,
-                        "<text transform=\"translate(20 %.1f) rotate(-90)\" "
-                        "text-anchor=\"middle\">GB per rank (1e9 bytes)</text>\n",
-                        kTop + kPlotHeight / 2);
-  return out;
 }
 
 std::string Bar(const Row& r, double x, double top_gb) {
@@ -95,7 +61,7 @@ std::string Bar(const Row& r, double x, double top_gb) {
   absl::StrAppendFormat(&out,
                         "<text transform=\"translate(%.1f %.1f) rotate(-90)\" "
                         "text-anchor=\"end\">%s</text>\n",
-                        x + kBar / 2 + 4, base, Escape(r.Label()));
+                        x + kBar / 2 + 4, base, XmlEscape(r.Label()));
   return out;
 }
 
@@ -131,7 +97,8 @@ std::string ToSvg(const std::vector<Row>& rows) {
       "fill=\"white\"/>\n<text x=\"%.1f\" y=\"22\" font-size=\"14\" font-weight=\"bold\">"
       "Memory per rank, measured (rank 0 of N; every rank holds the same)</text>\n",
       width, height, kLeft);
-  absl::StrAppend(&out, Legend(kLeft), Axis(top_gb, width));
+  absl::StrAppend(&out, Legend(kLeft),
+                  GbAxis({kLeft, kTop, width - 20, kPlotHeight}, top_gb, "GB per rank (1e9 bytes)"));
   for (size_t i = 0; i < rows.size(); ++i) {
     absl::StrAppend(&out, Bar(rows[i], kLeft + kGap + i * (kBar + kGap), top_gb));
   }

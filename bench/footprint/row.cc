@@ -21,6 +21,13 @@ std::string Row::Label() const {
   std::string label = absl::StrFormat("%s N=%d stage %d %s %s", model, ranks, stage,
                                       Name(precision), Name(optimizer));
   if (offload != Offload::kNone) absl::StrAppend(&label, " offload=", std::string(Name(offload)));
+  if (activations.has_value()) {
+    absl::StrAppend(&label, " seq=", activations->seq, " mb=", activations->micro_batch, " ",
+                    std::string(Name(activations->attention)));
+    if (activations->checkpointing != Checkpointing::kNone) {
+      absl::StrAppend(&label, " ckpt=", std::string(Name(activations->checkpointing)));
+    }
+  }
   return label;
 }
 
@@ -49,6 +56,12 @@ Row MakeRow(const Experiment& e, const Measurement& m, const Knobs& knobs) {
   const StateBytes pad = PaperModelStates(in);
   row.padding = pad.device() + pad.host;
   row.device_memory = knobs.device_memory;
+  row.activations = e.ActivationsFor();
+  if (row.activations.has_value()) {
+    row.layer_accounted = LayerSavedBytes(*e.model->transformer, *row.activations).value_or(0);
+    row.layer_paper = KorthikantiLayerBytes(*e.model->transformer, *row.activations);
+    row.recompute = RecomputeFraction(*e.model->transformer, *row.activations);
+  }
   return row;
 }
 

@@ -17,6 +17,7 @@ namespace zero::footprint {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct Result {
@@ -128,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--model=gpt3"},
                 "--model: unknown preset 'gpt3' (presets: gpt2-small, gpt2-medium, gpt2-large, "
                 "gpt2-xl, zero-1.5b, zero-7.5b, zero-100b, llama2-7b, llama2-13b, llama2-70b, "
-                "deepseek-v3; or a file ending in .json)"},
+                "llama3-8b, llama3-70b, mixtral-8x7b, deepseek-v3; or a file ending in .json)"},
         BadArgs{{"--ranks=0"}, "--ranks: '0' is not a number of ranks from 1 to 16777216"},
         BadArgs{{"--ranks=8,,64"}, "--ranks: empty item in the list '8,,64'"},
         BadArgs{{"--stage=4"}, "--stage: '4' is not 0, 1, 2 or 3"},
@@ -143,7 +144,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--frobnicate=1"}, "unknown option --frobnicate (see --help)"},
         BadArgs{{"stage3"},
                 "unexpected argument 'stage3' (options look like --name=value; see --help)"},
-        BadArgs{{"--json"}, "--json: needs a value"}));
+        BadArgs{{"--json"}, "--json: needs a value"},
+        BadArgs{{"--seq=-1"},
+                "--seq: '-1' is not a sequence length from 0 (no activations) to 1048576"},
+        BadArgs{{"--seq=2000000"},
+                "--seq: '2000000' is not a sequence length from 0 (no activations) to 1048576"},
+        BadArgs{{"--seq=4k"},
+                "--seq: '4k' is not a sequence length from 0 (no activations) to 1048576"},
+        BadArgs{{"--model=gpt2-small", "--seq=512,2048"},
+                "--seq: 2048 is longer than gpt2-small's 1024 learned positions"},
+        BadArgs{{"--micro_batch=0"}, "--micro_batch: '0' is not a micro-batch size from 1 to 4096"},
+        BadArgs{{"--attention=sdpa"}, "--attention: 'sdpa' is not eager or flash"},
+        BadArgs{{"--checkpointing=some"},
+                "--checkpointing: 'some' is not none, selective or full"},
+        BadArgs{{"--model=llama2-70b", "--ranks=1", "--stage=0", "--seq=1048576",
+                 "--micro_batch=4096", "--attention=eager"},
+                "llama2-70b N=1 stage 0 bf16 adam seq=1048576 mb=4096 eager: INVALID_ARGUMENT: "
+                "the activation 'scores' would take 5.765e+17 bytes, more than the simulated "
+                "device's 2^50 (lower --seq or --micro_batch)"}));
 
 TEST(CliTest, MalformedModelFileSaysFileLineColumn) {
   const std::string path = WriteModel("bad.json",
@@ -166,13 +184,43 @@ TEST(CliTest, MalformedModelFileSaysFileLineColumn) {
   EXPECT_THAT(r.err, HasSubstr("cannot read the model file"));
 }
 
+TEST(CliTest, HuggingFaceConfigRunsWithActivationsAndBadOnesExitTwo) {
+  Result r = Footprint({"--model=tests/footprint/testdata/pythia-160m/config.json", "--ranks=8",
+                        "--stage=3", "--seq=512", "--attention=eager,flash"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("pythia-160m "));
+  EXPECT_THAT(r.out, HasSubstr("act/L"));
+  EXPECT_THAT(r.out, HasSubstr("paper/L"));
+  EXPECT_THAT(r.out, HasSubstr("  attn  "));  // it varies, so it is a column
+  const std::string bert = WriteModel("bert.json", R"({"model_type": "bert"})");
+  r = Footprint({"--model=" + bert});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + bert +
+                       ":1:16: model_type 'bert' is not supported (supported: gpt2, llama, "
+                       "mistral, qwen2, phi3, gemma, mixtral, qwen2_moe, gpt_neox)\n");
+  const std::string partial = WriteModel("partial.json", R"({"model_type": "llama"})");
+  r = Footprint({"--model=" + partial});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "footprint: " + partial + ":1:1: llama config has no \"hidden_size\"\n");
+}
+
+// A list of modules has no transformer shape: it runs, without activations.
+TEST(CliTest, ModuleListsRunWithoutActivationsAndSaySo) {
+  Result r = Footprint({"--model=bench/footprint/models/llama3-8b.json", "--ranks=8",
+                        "--stage=3", "--seq=4096"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("footprint: llama3-8b is a list of modules without a transformer "
+                               "shape: no activations\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("act/L")));
+}
+
 TEST(CliTest, AnOptionTheEngineRejectsIsOneLineAndExitTwo) {
   Result r = Footprint(
       {"--model=gpt2-small", "--ranks=2", "--stage=1", "--precision=fp32", "--bucket_elements=0"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
-            "footprint: gpt2-small N=2 stage 1 fp32 adam: INVALID_ARGUMENT: bucket_elements is "
-            "zero\n");
+            "footprint: gpt2-small N=2 stage 1 fp32 adam seq=1024 mb=1 flash: INVALID_ARGUMENT: "
+            "bucket_elements is zero\n");
 }
 
 TEST(CliTest, SweepLeavesOutWhatTheEngineCannotDoAndSaysSo) {
@@ -190,7 +238,7 @@ TEST(CliTest, SweepLeavesOutWhatTheEngineCannotDoAndSaysSo) {
   r = Footprint({"--model=gpt2-small", "--ranks=2", "--stage=0", "--offload=parameters"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
-            "footprint: gpt2-small N=2 stage 0 bf16 adam offload=parameters: "
+            "footprint: gpt2-small N=2 stage 0 bf16 adam offload=parameters seq=1024 mb=1 flash: "
             "INVALID_ARGUMENT: parameter offload needs stage 3\n");
 }
 

@@ -27,7 +27,8 @@ TEST_P(PresetCount, MatchesThePublishedCount) {
 }
 
 // Hugging Face's counts (GPT-2 with the tied head counted once; Llama 2
-// with its untied head): 124M, 355M, 774M, 1.5B, 6.74B, 13.0B, 68.98B.
+// with its untied head): 124M, 355M, 774M, 1.5B, 6.74B, 13.0B, 68.98B;
+// Llama 3 8B and 70B (8.03B, 70.55B), Mixtral 8x7B (46.7B).
 INSTANTIATE_TEST_SUITE_P(
     Presets, PresetCount,
     ::testing::Values(Published{"gpt2-small", 124'439'808}, Published{"gpt2-medium", 354'823'168},
@@ -35,7 +36,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Published{"zero-1.5b", 1'557'611'200}, Published{"zero-7.5b", 7'500'181'104},
                       Published{"llama2-7b", 6'738'415'616},
                       Published{"llama2-13b", 13'015'864'320},
-                      Published{"llama2-70b", 68'976'648'192}));
+                      Published{"llama2-70b", 68'976'648'192},
+                      Published{"llama3-8b", 8'030'261'248},
+                      Published{"llama3-70b", 70'553'706'496},
+                      Published{"mixtral-8x7b", 46'702'792'704}));
 
 TEST(PresetTest, ZeroPaperModelsAreTheirNominalSize) {
   // 125 layers of hidden 8192: 101.1e9.
@@ -80,7 +84,7 @@ TEST(PresetTest, GptTiesItsHeadToTheEmbeddingAndLlamaDoesNot) {
 
 TEST(PresetTest, UnknownNameIsNullopt) {
   EXPECT_FALSE(Preset("gpt3").has_value());
-  EXPECT_EQ(PresetNames().size(), 11u);
+  EXPECT_EQ(PresetNames().size(), 14u);
 }
 
 constexpr char kGood[] = R"({
