@@ -46,7 +46,7 @@ struct Experiment {
   Offload offload = Offload::kNone;
   // Activations of one micro-batch (element_bytes is taken from
   // `precision`); none when nullopt or the model has no transformer shape.
-  std::optional<ActivationOptions> activations;
+  std::optional<ActivationOptions> activations = std::nullopt;
 
   // `activations` with element_bytes set, or nullopt when there are none.
   std::optional<ActivationOptions> ActivationsFor() const;
