@@ -6,6 +6,22 @@
 #include "memory/testing/stream_faults.h"
 
 namespace zero {
+namespace {
+
+class CompletedEvent final : public Event {
+ public:
+  bool Query() const override { return true; }
+  absl::Status Synchronize() const override { return absl::OkStatus(); }
+};
+
+// Shared by every record that has nothing to wait for: no allocation.
+const std::shared_ptr<Event>& Completed() {
+  static const std::shared_ptr<Event>* const completed =
+      new std::shared_ptr<Event>(std::make_shared<CompletedEvent>());
+  return *completed;
+}
+
+}  // namespace
 
 void HostProgress::Advance() {
   {
@@ -62,7 +78,7 @@ absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
     queue_.push_back(std::move(fn));
-    ++enqueued_;
+    enqueued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
   return absl::OkStatus();
@@ -77,13 +93,16 @@ absl::Status HostStream::Fill(void* dst, unsigned char value, size_t bytes) {
 }
 
 absl::StatusOr<std::shared_ptr<Event>> HostStream::Record() {
+  // Everything enqueued before this call is done: nothing to mark. (Work
+  // enqueued concurrently is not "before" it.)
+  if (progress_->done() >= enqueued_.load(std::memory_order_acquire)) return Completed();
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<std::shared_ptr<HostEvent>> event = events_.Acquire(
       [this]() -> absl::StatusOr<std::shared_ptr<HostEvent>> {
         return std::make_shared<HostEvent>(progress_);
       });
   if (!event.ok()) return event.status();
-  (*event)->Rearm(enqueued_);
+  (*event)->Rearm(enqueued_.load(std::memory_order_relaxed));
   return std::shared_ptr<Event>(*std::move(event));
 }
 
@@ -95,12 +114,7 @@ absl::Status HostStream::Wait(const std::shared_ptr<Event>& event) {
 }
 
 absl::Status HostStream::Synchronize() {
-  uint64_t ticket;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ticket = enqueued_;
-  }
-  progress_->WaitFor(ticket);
+  progress_->WaitFor(enqueued_.load(std::memory_order_acquire));
   return absl::OkStatus();
 }
 
@@ -109,25 +123,11 @@ size_t HostStream::events_created() {
   return events_.created();
 }
 
-namespace {
-
-class CompletedEvent final : public Event {
- public:
-  bool Query() const override { return true; }
-  absl::Status Synchronize() const override { return absl::OkStatus(); }
-};
-
-}  // namespace
-
 absl::Status MetaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
   std::move(fn)();
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Event>> MetaStream::Record() {
-  static const std::shared_ptr<Event>* const completed =
-      new std::shared_ptr<Event>(std::make_shared<CompletedEvent>());
-  return *completed;
-}
+absl::StatusOr<std::shared_ptr<Event>> MetaStream::Record() { return Completed(); }
 
 }  // namespace zero

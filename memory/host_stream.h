@@ -64,7 +64,8 @@ class HostStream final : public Stream {
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
-  // Enqueues nothing: the event is a ticket into this stream's progress.
+  // Enqueues nothing: the event is a ticket into this stream's progress
+  // (on an idle stream, one shared complete event).
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
   // A no-op when DroppedStreamWait (memory/testing/stream_faults.h) says so.
   absl::Status Wait(const std::shared_ptr<Event>& event) override;
@@ -82,7 +83,9 @@ class HostStream final : public Stream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
+  // Tasks enqueued so far; written under mu_, read without it by Record's
+  // idle check.
+  std::atomic<uint64_t> enqueued_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   EventPool<HostEvent> events_ ABSL_GUARDED_BY(mu_);
   std::thread worker_;  // last: starts once the rest is built

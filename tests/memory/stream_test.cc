@@ -65,15 +65,24 @@ TEST(HostStreamTest, NullEventIsAnError) {
 }
 
 // A record allocates nothing once the stream is warm: events nobody holds
-// any more are re-armed.
+// any more are re-armed, and an idle stream's record is one shared event.
 TEST(HostStreamTest, RecordsRecycleEvents) {
   HostStream stream(0);
+  std::latch release(1);
+  ASSERT_TRUE(stream.Enqueue([&] { release.wait(); }).ok());
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(stream.Enqueue([] {}).ok());
     auto event = stream.Record();
     ASSERT_TRUE(event.ok());
-    ASSERT_TRUE((*event)->Synchronize().ok());
+    EXPECT_FALSE((*event)->Query());
   }
+  EXPECT_EQ(stream.events_created(), 1u);
+  release.count_down();
+  ASSERT_TRUE(stream.Synchronize().ok());
+  auto idle = stream.Record();
+  ASSERT_TRUE(idle.ok());
+  EXPECT_TRUE((*idle)->Query());
+  EXPECT_EQ(stream.Record()->get(), idle->get()) << "held, yet shared: the complete event";
   EXPECT_EQ(stream.events_created(), 1u);
 }
 
