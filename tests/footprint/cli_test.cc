@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "base/json.h"
 #include "gmock/gmock.h"
+#include "tests/footprint/run_footprint.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {
@@ -19,17 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result Footprint(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = RunFootprint(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");

@@ -9,6 +9,7 @@
 #include "bench/footprint/cli.h"
 #include "bench/footprint/presets.h"
 #include "gmock/gmock.h"
+#include "tests/footprint/run_footprint.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {
@@ -16,17 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result Footprint(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = RunFootprint(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 // The table's lines (those starting with a rank number), split in cells.
 std::vector<std::vector<std::string>> PlanLines(const std::string& out) {
