@@ -41,13 +41,13 @@ void LocalRendezvous::Enqueued(int rank, uint64_t seq) {
 }
 
 template <class Predicate>
-bool LocalRendezvous::WaitLocked(std::unique_lock<std::mutex>& lock, const Deadline& deadline,
-                                 Predicate done) {
-  if (!deadline) {
+bool LocalRendezvous::WaitLocked(std::unique_lock<std::mutex>& lock,
+                                 std::chrono::steady_clock::time_point deadline, Predicate done) {
+  if (timeout_ == absl::InfiniteDuration()) {
     cv_.wait(lock, done);
     return true;
   }
-  return cv_.wait_until(lock, *deadline, done);
+  return cv_.wait_until(lock, deadline, done);
 }
 
 absl::Status LocalRendezvous::MismatchLocked(uint64_t seq) const {
@@ -109,10 +109,10 @@ absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint
                                                                   const Arrival& mine,
                                                                   const absl::Status& invalid) {
   std::unique_lock lock(mu_);
-  const Deadline deadline =
+  const auto deadline =
       timeout_ == absl::InfiniteDuration()
-          ? Deadline()
-          : Deadline(std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout_));
+          ? std::chrono::steady_clock::time_point::max()
+          : std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout_);
   if (!WaitLocked(lock, deadline, [&] { return exited_ + 1 >= seq || !poison_.ok(); })) {
     PoisonLocked(TimeoutLocked(exited_ + 1));  // the call that holds everyone up
   }

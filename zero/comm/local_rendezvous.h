@@ -71,11 +71,11 @@ class LocalRendezvous {
     bool inside = false;  // still in that collective
   };
 
-  using Deadline = std::optional<std::chrono::steady_clock::time_point>;  // none: forever
-
-  // False when the deadline passed with `done` still false.
+  // False when the deadline passed with `done` still false (never, with an
+  // infinite timeout: then the deadline is ignored).
   template <class Predicate>
-  bool WaitLocked(std::unique_lock<std::mutex>& lock, const Deadline& deadline, Predicate done);
+  bool WaitLocked(std::unique_lock<std::mutex>& lock,
+                  std::chrono::steady_clock::time_point deadline, Predicate done);
   absl::Status CheckArrivalLocked(int rank, uint64_t seq, const absl::Status& invalid);
   bool CallsAgreeLocked() const;
   absl::Status MismatchLocked(uint64_t seq) const;

@@ -27,8 +27,11 @@ class LocalCollectivesTest : public ::testing::TestWithParam<Param> {
   size_t elem() const { return SizeOf(dtype()); }
 
   Group MakeGroup() {
+    // Delayed streams (memory/stream_delay.h): the ranks' workers reach
+    // each collective in varying orders.
+    const HostStreamOptions delayed{.delay_seed = 7, .max_delay = absl::Microseconds(50)};
     for (int r = 0; r < world() && stream_ordered(); ++r) {
-      streams_.push_back(std::make_unique<HostStream>(r));
+      streams_.push_back(std::make_unique<HostStream>(r, delayed));
     }
     auto group = LocalGroup::Create(
         world(), {.timeout = absl::Seconds(60), .stream_ordered = stream_ordered()});

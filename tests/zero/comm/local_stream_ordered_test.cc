@@ -35,8 +35,10 @@ struct Ranks {
 Ranks MakeRanks(int world, absl::Duration timeout, int per_rank = 1) {
   Ranks ranks;
   ranks.per_rank = per_rank;
+  // Delayed (memory/stream_delay.h), so the workers interleave differently.
+  const HostStreamOptions delayed{.delay_seed = 11, .max_delay = absl::Microseconds(50)};
   for (int i = 0; i < world * per_rank; ++i) {
-    ranks.streams.push_back(std::make_unique<HostStream>(i / per_rank));
+    ranks.streams.push_back(std::make_unique<HostStream>(i / per_rank, delayed, i % per_rank));
   }
   auto group = LocalGroup::Create(world, {.timeout = timeout, .stream_ordered = true});
   EXPECT_TRUE(group.ok()) << group.status();
