@@ -88,6 +88,12 @@ absl::Status HostStream::Copy(void* dst, const void* src, size_t bytes) {
   return Enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
 }
 
+absl::Status HostStream::CopyFromPageable(void* dst, const void* src, size_t bytes) {
+  std::unique_ptr<char[]> staged(new char[bytes]);
+  std::memcpy(staged.get(), src, bytes);
+  return Enqueue([dst, staged = std::move(staged), bytes] { std::memcpy(dst, staged.get(), bytes); });
+}
+
 absl::Status HostStream::Fill(void* dst, unsigned char value, size_t bytes) {
   return Enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
 }

@@ -64,6 +64,8 @@ class HostStream final : public Stream {
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
+  // Stages the bytes in a heap copy the task owns: no wait.
+  absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) override;
   // Enqueues nothing: the event is a ticket into this stream's progress
   // (on an idle stream, one shared complete event).
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
@@ -98,6 +100,7 @@ class MetaStream final : public Stream {
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
   absl::Status Fill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
+  absl::Status CopyFromPageable(void*, const void*, size_t) override { return absl::OkStatus(); }
   // One shared, always complete event: nothing to allocate.
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
   absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }

@@ -38,6 +38,14 @@ class Stream {
   // Copies or fills bytes, ordered with the rest of the stream's work.
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status Fill(void* dst, unsigned char value, size_t bytes) = 0;
+  // Copies from ordinary (pageable) host memory that the caller may reuse as
+  // soon as this returns, like cudaMemcpyAsync from pageable memory: the
+  // bytes are staged, the copy to `dst` stays ordered on the stream. The
+  // default copies and synchronizes (correct, but the host waits).
+  virtual absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) {
+    absl::Status copied = Copy(dst, src, bytes);
+    return copied.ok() ? Synchronize() : copied;
+  }
 
   virtual absl::StatusOr<std::shared_ptr<Event>> Record() = 0;
   // Work enqueued after this call waits for `event`, which may come from

@@ -1,6 +1,6 @@
 // An owned allocation from a MemoryResource (a device pool or the pinned
-// host pool), typed by its element count: freed
-// on the stream it was allocated on when destroyed or reset. Move-only.
+// host pool): freed on the stream it was allocated on (or was handed to,
+// set_stream) when destroyed or reset. Move-only.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +44,12 @@ class Buffer {
     ptr_ = nullptr;
     bytes_ = 0;
   }
+
+  // Frees on `stream` from now on (torch's record_stream, for one stream):
+  // for a buffer handed to another stream, which the caller has already
+  // ordered after every use of the buffer on the old one.
+  void set_stream(Stream* stream) { stream_ = stream; }
+  Stream* stream() const { return stream_; }
 
   template <typename T = void>
   T* data() const { return static_cast<T*>(ptr_); }

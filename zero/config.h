@@ -44,6 +44,12 @@ struct EngineConfig {
   // the step's last micro-batch are reduced, overlapping the rest of
   // backward (off when clipping or loss scaling need every gradient first).
   bool offload_overlap = true;
+  // Collectives run on a communication stream of the engine's own, so a
+  // unit's reduce-scatter overlaps the backward of the units before it and
+  // stage 3's gathers (and the all-gather after a step) overlap forward
+  // (DeepSpeed's overlap_comm). Off: everything on the compute stream, in
+  // the order it was issued (the serialized baseline of engine_bench).
+  bool overlap_comm = true;
 
   // Stage 3 (DeepSpeed's stage3_* knobs, in elements):
   // how far ahead of the module in use to gather, following the order

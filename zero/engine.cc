@@ -37,10 +37,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
       status.ok() ? Layout::Create(std::move(params), comm->world_size(), config.bucket_elements,
                                    config.stage == 3)
                   : status;
-  if (!layout.ok()) {
+  absl::StatusOr<Stream*> comm_stream =
+      !layout.ok() ? layout.status()
+      : config.overlap_comm ? devices->CreateStream(device)
+                            : devices->default_stream(device);
+  if (!comm_stream.ok()) {
     // The peers are about to wait for this rank in the layout check.
-    if (comm != nullptr) comm->Abort(layout.status());
-    return layout.status();
+    if (comm != nullptr) comm->Abort(comm_stream.status());
+    return comm_stream.status();
   }
   const bool mixed = config.param_dtype != DType::kF32;
   RankContext ctx{.config = config,
@@ -49,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                   .devices = devices,
                   .pool = memory.device != nullptr ? memory.device : &devices->pool(device),
                   .stream = devices->default_stream(device),
+                  .comm_stream = *comm_stream,
                   .elementwise = &ElementwiseExecutor::For(devices->kind()),
                   .rank = comm->rank(),
                   .dtype = config.param_dtype,
@@ -69,6 +74,7 @@ Engine::Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory)
 
 Engine::~Engine() {
   if (worker_) (void)worker_->Wait();
+  (void)ctx_->comm_stream->Synchronize();
   (void)ctx_->stream->Synchronize();
 }
 
@@ -103,13 +109,31 @@ absl::Status Engine::Fail(absl::Status status) {
 const Layout& Engine::layout() const { return ctx_->layout; }
 const EngineConfig& Engine::config() const { return ctx_->config; }
 Stream* Engine::stream() const { return ctx_->stream; }
+Stream* Engine::comm_stream() const { return ctx_->comm_stream; }
 size_t Engine::live_gathered_elements() const { return gatherer_->live_elements(); }
 
-absl::Status Engine::Fetch(int module) { return FailIfError(gatherer_->Fetch(module)); }
-absl::Status Engine::Release(int module) { return FailIfError(gatherer_->Release(module)); }
+absl::Status Engine::Fetch(int module, Stream* consumer) {
+  return FailIfError(gatherer_->Fetch(module, consumer != nullptr ? consumer : ctx_->stream));
+}
+absl::Status Engine::Release(int module, Stream* consumer) {
+  return FailIfError(gatherer_->Release(module, consumer != nullptr ? consumer : ctx_->stream));
+}
 
-absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype) {
-  return FailIfError(reducer_->Add(id, grad, numel, dtype, steps_ + 1));
+absl::Status Engine::AwaitComm() { return RankContext::Order(ctx_->stream, ctx_->comm_stream); }
+
+absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype,
+                             std::shared_ptr<Event> ready) {
+  return FailIfError(reducer_->Add(id, grad, numel, dtype, ready, steps_ + 1));
+}
+
+absl::StatusOr<void*> Engine::GradBuffer(int id) {
+  absl::StatusOr<char*> slot = reducer_->Slot(id, steps_ + 1);
+  if (!slot.ok()) return Fail(slot.status());
+  return static_cast<void*>(*slot);
+}
+
+absl::Status Engine::GradWritten(int id, std::shared_ptr<Event> written) {
+  return FailIfError(reducer_->Written(id, written, steps_ + 1));
 }
 
 absl::StatusOr<Engine::ParamView> Engine::param_view(int id) {
@@ -124,6 +148,7 @@ absl::StatusOr<Engine::ParamView> Engine::param_view(int id) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "parameter '%s' is not gathered: Fetch module %d first", p.name, p.module));
   }
+  RETURN_IF_ERROR(gatherer_->AwaitWhole(p.unit, ctx_->stream));
   return ParamView{unit + (p.offset - ctx_->unit(p.unit).offset) * ctx_->esize, p.numel,
                    ctx_->dtype};
 }
@@ -145,6 +170,7 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
         "SetParam(#%d) with %d values does not match a registered parameter", id, values.size()));
   }
   if (!ctx_->has_bytes) return absl::OkStatus();
+  RETURN_IF_ERROR(AwaitComm());  // a gather in flight must not land after these writes
   const ParamSlot& p = layout.params()[id];
   const size_t esize = ctx_->esize;
   const int stage = ctx_->config.stage;

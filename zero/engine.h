@@ -94,6 +94,9 @@ class Engine {
   // The full fp32 values of parameter `id`, identical on every rank after
   // each Step. At stage 3 only while its module is fetched (else
   // FailedPrecondition), and writes to it are not kept: use SetParam.
+  // Ordered on stream(): read it in work enqueued there after this call, or
+  // on the host after stream()->Synchronize() (with a communicator that
+  // returns once enqueued, collectives may still be writing it before).
   absl::StatusOr<std::span<float>> param(int id);
   // The same in the model dtype (config().param_dtype): what a bf16 or fp16
   // model computes with. Same lifetime rules as param().
@@ -110,18 +113,37 @@ class Engine {
   // Multiply the loss by this before backward (fp16; 1 otherwise).
   double loss_scale() const;
 
-  // Collective at stage 3: gathers the parameters of `module` (and, after
-  // the first step, prefetches the next modules of the recorded order).
-  // Calls nest: a module stays fetched until every Fetch has its Release.
-  absl::Status Fetch(int module);
-  absl::Status Release(int module);
+  // Collective at stage 3: gathers the parameters of `module` on the
+  // engine's communication stream (and, after the first step, prefetches
+  // the next modules of the recorded order); `consumer` (default stream())
+  // waits for them, so kernels enqueued there after Fetch see them. Release
+  // frees them after the work enqueued on `consumer` so far (pass the same
+  // stream). Calls nest: a module stays fetched until every Fetch has its
+  // Release. Below stage 3 Fetch only orders `consumer` after the
+  // all-gather of the last Step.
+  absl::Status Fetch(int module, Stream* consumer = nullptr);
+  absl::Status Release(int module, Stream* consumer = nullptr);
   // Elements gathered now, beyond this rank's own pieces (stage 3).
   size_t live_gathered_elements() const;
 
-  // Hands over this micro-batch's gradient of parameter `id` (copied). Each
-  // parameter once per micro-batch; a unit is reduced as soon as it and all
-  // later units are complete, so reverse registration order overlaps best.
-  absl::Status AddGrad(int id, const void* grad, size_t numel, DType dtype = DType::kF32);
+  // Hands over this micro-batch's gradient of parameter `id`, each parameter
+  // once per micro-batch. A unit is reduced (on the communication stream,
+  // overlapping what backward enqueues next) as soon as it and all later
+  // units are complete, so reverse registration order overlaps best.
+  //
+  // In place, no copy: backward writes numel elements of the model dtype
+  // at GradBuffer(id) (this rank's device memory, valid until GradWritten),
+  // then GradWritten says the writes are done once `written` completes (an
+  // event of the producing stream; null: work enqueued on stream() so far).
+  absl::StatusOr<void*> GradBuffer(int id);
+  absl::Status GradWritten(int id, std::shared_ptr<Event> written = nullptr);
+  // Copying, for callers that cannot write in place: enqueued on stream()
+  // after `ready` (null: stream() order). The host never waits: `grad` in
+  // this system's device memory must stay unchanged until the copy ran
+  // (work enqueued on stream() later sees it done); other host memory is
+  // staged at once and may be reused on return.
+  absl::Status AddGrad(int id, const void* grad, size_t numel, DType dtype = DType::kF32,
+                       std::shared_ptr<Event> ready = nullptr);
   absl::Status AddGrad(int id, std::span<const float> grad) {
     return AddGrad(id, grad.data(), grad.size(), DType::kF32);
   }
@@ -143,7 +165,10 @@ class Engine {
     std::vector<float*> state;
   };
   OwnedState owned_state(int unit);
+  // The compute-facing stream (the caller's work, the optimizer) and the
+  // one the collectives run on (the same with overlap_comm off).
   Stream* stream() const;
+  Stream* comm_stream() const;
   struct ResumePoint {
     int64_t steps = 0;
     std::optional<LossScaler::State> loss_scaler;  // fp16 only
@@ -175,6 +200,9 @@ class Engine {
   // not finite when any rank's gradients overflowed.
   absl::StatusOr<double> GlobalGradNorm(float grad_scale);
   absl::Status SkipStep();
+
+  // Orders stream() after everything on the communication stream so far.
+  absl::Status AwaitComm();
 
   // Offload (engine_offload.cc).
   // The pinned host resource and the CPU step's worker.

@@ -13,6 +13,7 @@
 #include "zero/engine.h"
 #include "zero/internal/gradient_reducer.h"
 #include "zero/internal/model_states.h"
+#include "zero/internal/parameter_gatherer.h"
 #include "zero/internal/rank_context.h"
 #include "zero/internal/serial_worker.h"
 
@@ -57,9 +58,9 @@ absl::Status Engine::OnUnitReduced(int unit) {
   if (!UpdatesEarly()) return absl::OkStatus();
   const float scale = MeanGradScale();
   const int64_t step = steps_ + 1;
-  // The unit's reduced gradients are written on the stream: the CPU step
-  // waits for them there, not for the whole stream.
-  ASSIGN_OR_RETURN(std::shared_ptr<Event> reduced, ctx_->stream->Record());
+  // The unit's reduced gradients are written on the communication stream:
+  // the CPU step waits for them there, not for the whole stream.
+  ASSIGN_OR_RETURN(std::shared_ptr<Event> reduced, ctx_->comm_stream->Record());
   worker_->Post([this, unit, step, scale, reduced] {
     RETURN_IF_ERROR(reduced->Synchronize());
     return StepOnHost(unit, step, scale);
@@ -94,8 +95,7 @@ absl::Status Engine::PublishUnit(int unit) {
     RETURN_IF_ERROR(ctx_->stream->Copy(states_->ModelPiece(unit), updated, u.shard * ctx_->esize));
   }
   if (ctx_->config.stage == 3) return absl::OkStatus();
-  return ctx_->comm->AllGather(states_->ModelPiece(unit), states_->WholeParams(unit), u.shard,
-                               ctx_->dtype, ctx_->stream);
+  return gatherer_->Publish(unit);
 }
 
 // Steps whatever the overlap did not, then brings the parameters up.

@@ -37,6 +37,7 @@ absl::Status Engine::Restore(const ResumePoint& point) {
   // keeps the current scale.
   if (point.loss_scaler && scaler_) RETURN_IF_ERROR(scaler_->Restore(*point.loss_scaler));
   RETURN_IF_ERROR(ZeroGrad());
+  if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
   for (int u = 0; u < ctx_->unit_count(); ++u) {
     if (absl::Status s = RestoreUnit(u); !s.ok()) return Fail(s);
   }

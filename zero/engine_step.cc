@@ -15,6 +15,8 @@ namespace zero {
 
 absl::Status Engine::Step() {
   if (absl::Status ready = reducer_->ReadyForStep(); !ready.ok()) return Fail(ready);
+  // The reductions ran on the communication stream.
+  if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
   float grad_scale = MeanGradScale();
   if (ctx_->config.max_grad_norm > 0 || scaler_) {
     absl::StatusOr<double> norm = GlobalGradNorm(grad_scale);
@@ -34,7 +36,9 @@ absl::Status Engine::Step() {
     if (absl::Status s = UpdateUnit(u, grad_scale); !s.ok()) return Fail(s);
   }
   reducer_->Clear();
-  return FailIfError(gatherer_->FinishStep());
+  if (absl::Status s = gatherer_->FinishStep(); !s.ok()) return Fail(s);
+  // A collective that failed on a stream after its call returned OK.
+  return ctx_->comm->AsyncError();
 }
 
 // An fp16 step whose gradients overflowed somewhere: parameters, state and
@@ -89,8 +93,7 @@ absl::Status Engine::UpdateUnit(int unit, float grad_scale) {
   }
   // Stage 3 keeps its pieces; they are gathered when next fetched.
   if (whole || ctx_->config.stage == 3) return absl::OkStatus();
-  return ctx_->comm->AllGather(params, states_->WholeParams(unit), u.shard, ctx_->dtype,
-                               ctx_->stream);
+  return gatherer_->Publish(unit);
 }
 
 }  // namespace zero

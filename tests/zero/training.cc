@@ -28,7 +28,8 @@ class WideReader {
   WideReader(Engine& engine, size_t params) : engine_(engine), copies_(params) {}
   std::span<const float> operator()(int id) {
     absl::StatusOr<Engine::ParamView> view = engine_.param_view(id);
-    if (!view.ok()) return {};
+    // The model runs on the host: it reads once the stream has the values.
+    if (!view.ok() || !engine_.stream()->Synchronize().ok()) return {};
     if (view->dtype == DType::kF32) return {static_cast<const float*>(view->data), view->numel};
     copies_[id].resize(view->numel);
     Widen(view->data, view->dtype, copies_[id].data(), view->numel);
@@ -94,6 +95,7 @@ absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine) {
     for (int id = 0; id < static_cast<int>(params.size()); ++id) {
       if (model.params()[id].module != m) continue;
       ASSIGN_OR_RETURN(Engine::ParamView view, engine.param_view(id));
+      RETURN_IF_ERROR(engine.stream()->Synchronize());
       params[id].resize(view.numel);
       Widen(view.data, view.dtype, params[id].data(), view.numel);
     }
@@ -147,12 +149,15 @@ std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& r
     for (RankResult& r : results) r.status = s;
     return results;
   };
+  const DeviceSpec spec{run.kind, run.world, run.capacity};
   absl::StatusOr<std::unique_ptr<DeviceSystem>> devices =
-      DeviceSystem::Create({run.kind, run.world, run.capacity});
+      run.host_streams.delayed() ? DeviceSystem::CreateWithHostStreams(spec, run.host_streams)
+                                 : DeviceSystem::Create(spec);
   if (!devices.ok()) return fail_all(devices.status());
   LocalGroup::Options options;
   options.timeout = absl::Seconds(20);
   options.has_bytes = (*devices)->backend().has_bytes();
+  options.stream_ordered = run.stream_ordered;
   auto comms = LocalGroup::Create(run.world, options);
   if (!comms.ok()) return fail_all(comms.status());
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = make_optimizer();

@@ -24,6 +24,11 @@ struct TrainingRun {
   DeviceSpec::Kind kind = DeviceSpec::Kind::kHost;
   size_t capacity = size_t{256} << 20;
   uint64_t seed = 1234;
+  // The local backend's NCCL-like mode: collectives return once enqueued on
+  // the engine's streams (LocalGroupOptions::stream_ordered).
+  bool stream_ordered = false;
+  // Host streams' delay mode; off: $ZERO_HOST_STREAM_DELAY decides.
+  HostStreamOptions host_streams;
   // Called on each rank after Create, before training; may change what a
   // rank does to provoke errors. Returning an error ends that rank's run.
   std::function<absl::Status(int rank, Engine& engine)> before_training;

@@ -19,13 +19,46 @@ GradientReducer::GradientReducer(const RankContext& ctx, ModelStates& states,
       received_(ctx.layout.params().size(), 0),
       next_unit_to_reduce_(ctx.unit_count() - 1) {}
 
-absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType dtype,
-                                  int64_t step) {
+// What every hand-over checks: a registered parameter, not yet handed over
+// in this micro-batch, in a step that still takes gradients.
+absl::Status GradientReducer::CheckHandOver(int id, int64_t step) const {
   const int count = static_cast<int>(ctx_.layout.params().size());
   if (id < 0 || id >= count) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d: gradient for parameter #%d, but %d are registered", ctx_.rank, id, count));
   }
+  if (received_[id]) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: gradient of '%s' handed over twice in micro-batch %d", ctx_.rank,
+        ctx_.layout.params()[id].name, micro_batches_ + 1));
+  }
+  if (micro_batches_ == ctx_.config.gradient_accumulation_steps) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: all %d micro-batches of step %d are complete: call Step before more "
+        "gradients", ctx_.rank, micro_batches_, step));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<char*> GradientReducer::Slot(int id, int64_t step) {
+  RETURN_IF_ERROR(CheckHandOver(id, step));
+  const ParamSlot& p = ctx_.layout.params()[id];
+  ASSIGN_OR_RETURN(char* staging, StagingFor(p.unit));
+  return staging + (p.offset - ctx_.unit(p.unit).offset) * ctx_.esize;
+}
+
+absl::Status GradientReducer::Written(int id, const std::shared_ptr<Event>& written,
+                                      int64_t step) {
+  RETURN_IF_ERROR(CheckHandOver(id, step));
+  if (written) RETURN_IF_ERROR(ctx_.stream->Wait(written));
+  received_[id] = 1;
+  ++units_[ctx_.layout.params()[id].unit].received;
+  return ReduceReadyUnits();
+}
+
+absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType dtype,
+                                  const std::shared_ptr<Event>& ready, int64_t step) {
+  RETURN_IF_ERROR(CheckHandOver(id, step));
   const ParamSlot& p = ctx_.layout.params()[id];
   if (dtype != ctx_.dtype || numel != p.numel || (grad == nullptr && ctx_.has_bytes)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -33,27 +66,17 @@ absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType 
         std::string(Name(dtype)), numel, grad == nullptr ? " (null)" : "",
         std::string(Name(ctx_.dtype)), p.numel));
   }
-  if (received_[id]) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "rank %d: gradient of '%s' handed over twice in micro-batch %d", ctx_.rank, p.name,
-        micro_batches_ + 1));
-  }
-  if (micro_batches_ == ctx_.config.gradient_accumulation_steps) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "rank %d: all %d micro-batches of step %d are complete: call Step before more "
-        "gradients", ctx_.rank, micro_batches_, step));
-  }
-  const Unit& u = ctx_.unit(p.unit);
-  ASSIGN_OR_RETURN(char* staging, StagingFor(p.unit));
+  ASSIGN_OR_RETURN(char* slot, Slot(id, step));
+  if (ready) RETURN_IF_ERROR(ctx_.stream->Wait(ready));
   if (ctx_.has_bytes) {
-    // Synchronous: the caller's buffer may die when this returns.
-    RETURN_IF_ERROR(ctx_.stream->Copy(staging + (p.offset - u.offset) * ctx_.esize, grad,
-                                      numel * ctx_.esize));
-    RETURN_IF_ERROR(ctx_.stream->Synchronize());
+    // Device memory is the caller's to keep until the copy ran (stream
+    // order); any other host memory may be reused on return: staged.
+    const size_t bytes = numel * ctx_.esize;
+    RETURN_IF_ERROR(ctx_.devices->device_of(grad).has_value()
+                        ? ctx_.stream->Copy(slot, grad, bytes)
+                        : ctx_.stream->CopyFromPageable(slot, grad, bytes));
   }
-  received_[id] = 1;
-  ++units_[p.unit].received;
-  return ReduceReadyUnits();
+  return Written(id, nullptr, step);
 }
 
 absl::Status GradientReducer::ReadyForStep() const {
@@ -80,7 +103,8 @@ absl::StatusOr<char*> GradientReducer::StagingFor(int unit) {
   UnitState& state = units_[unit];
   const int stage = ctx_.config.stage;
   char* staging = nullptr;
-  if (stage == 1 || (stage == 0 && micro_batches_ == 0)) {
+  const bool in_states = stage == 1 || (stage == 0 && micro_batches_ == 0);
+  if (in_states) {
     staging = states_.WholeGrads(unit);
   } else {
     if (!state.staging) {
@@ -88,6 +112,10 @@ absl::StatusOr<char*> GradientReducer::StagingFor(int unit) {
                                                        Tag::kCommunication, ctx_.stream));
     }
     staging = state.staging.data<char>();
+  }
+  if (state.received == 0 && in_states && state.reduced) {
+    // The last micro-batch's reduction may still read these gradients.
+    RETURN_IF_ERROR(ctx_.stream->Wait(state.reduced));
   }
   if (state.received == 0 && ctx_.has_bytes && u.padded > u.numel) {
     RETURN_IF_ERROR(ctx_.stream->Fill(staging + u.numel * ctx_.esize, 0,
@@ -111,31 +139,41 @@ absl::Status GradientReducer::ReduceReadyUnits() {
   return absl::OkStatus();
 }
 
+// Enqueued on the communication stream once the compute stream's writes of
+// the gradients are done, so it overlaps the backward still being enqueued.
 absl::Status GradientReducer::ReduceUnit(int unit) {
   const Unit& u = ctx_.unit(unit);
   ASSIGN_OR_RETURN(char* staging, StagingFor(unit));
   const bool first = micro_batches_ == 0;
   Communicator* comm = ctx_.comm;
+  Stream* stream = ctx_.comm_stream;
+  RETURN_IF_ERROR(RankContext::Order(stream, ctx_.stream));
   if (ctx_.mixed) {
     RETURN_IF_ERROR(ReduceWidened(unit, staging, first));
   } else if (ctx_.config.stage == 0) {
     float* sum = reinterpret_cast<float*>(staging);
-    RETURN_IF_ERROR(comm->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, ctx_.stream));
+    RETURN_IF_ERROR(comm->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, stream));
     if (!first) RETURN_IF_ERROR(Store(states_.WholeGrads(unit), sum, u.padded, first));
   } else if (first && !ctx_.offload()) {
     // Lands in this rank's piece: of the whole gradients in place (stage 1
     // without accumulation), else of the owned gradients.
     RETURN_IF_ERROR(comm->ReduceScatter(staging, states_.OwnedGrads(unit), u.shard, DType::kF32,
-                                        ReduceOp::kSum, ctx_.stream));
+                                        ReduceOp::kSum, stream));
   } else {
     ASSIGN_OR_RETURN(Buffer piece, Buffer::Allocate(ctx_.pool, u.shard * sizeof(float),
-                                                    Tag::kCommunication, ctx_.stream));
+                                                    Tag::kCommunication, stream));
     RETURN_IF_ERROR(comm->ReduceScatter(staging, piece.data(), u.shard, DType::kF32,
-                                        ReduceOp::kSum, ctx_.stream));
+                                        ReduceOp::kSum, stream));
     RETURN_IF_ERROR(Store(states_.OwnedGrads(unit), piece.data<float>(), u.shard, first));
   }
-  // Stage 2: the gradients this rank does not own are gone as soon as reduced.
-  units_[unit].staging.Reset();
+  // Stage 2: the gradients this rank does not own are gone as soon as
+  // reduced, once the communication stream is done with them.
+  UnitState& state = units_[unit];
+  state.staging.set_stream(stream);
+  state.staging.Reset();
+  if (stream != ctx_.stream) {
+    ASSIGN_OR_RETURN(state.reduced, stream->Record());
+  }
   return absl::OkStatus();
 }
 
@@ -148,41 +186,43 @@ absl::Status GradientReducer::ReduceWidened(int unit, const char* staging, bool 
   const size_t n = ctx_.layout.world_size();
   const size_t esize = ctx_.esize;
   const bool whole = ctx_.config.stage == 0;  // all-reduce: every element, contiguous
+  Stream* stream = ctx_.comm_stream;
   const size_t span = whole ? u.padded : u.shard;
   const size_t step =
       std::clamp<size_t>(ctx_.config.reduce_chunk_elements / (whole ? 1 : n), 1, span);
   ASSIGN_OR_RETURN(Buffer wide, Buffer::Allocate(ctx_.pool, (whole ? 1 : n) * step * sizeof(float),
-                                                 Tag::kCommunication, ctx_.stream));
+                                                 Tag::kCommunication, stream));
   Buffer piece;
   if (!whole) {
     ASSIGN_OR_RETURN(piece, Buffer::Allocate(ctx_.pool, step * sizeof(float),
-                                             Tag::kCommunication, ctx_.stream));
+                                             Tag::kCommunication, stream));
   }
   float* w = wide.data<float>();
   for (size_t at = 0; at < span; at += step) {
     const size_t k = std::min(step, span - at);
     for (size_t r = 0; r < (whole ? 1 : n) && ctx_.has_bytes; ++r) {
       RETURN_IF_ERROR(ctx_.elementwise->Widen(w + r * k, staging + (r * u.shard + at) * esize, k,
-                                              ctx_.dtype, ctx_.stream));
+                                              ctx_.dtype, stream));
     }
     if (whole) {
-      RETURN_IF_ERROR(ctx_.comm->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, ctx_.stream));
+      RETURN_IF_ERROR(ctx_.comm->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, stream));
       RETURN_IF_ERROR(Store(states_.WholeGrads(unit) + at * esize, w, k, first));
     } else {
       RETURN_IF_ERROR(ctx_.comm->ReduceScatter(w, piece.data(), k, DType::kF32, ReduceOp::kSum,
-                                               ctx_.stream));
+                                               stream));
       RETURN_IF_ERROR(Store(states_.OwnedGrads(unit) + at * esize, piece.data<float>(), k, first));
     }
   }
   return absl::OkStatus();
 }
 
-// Enqueued on the stream after the reduction that wrote `from`.
+// Enqueued on the communication stream after the reduction that wrote `from`.
 absl::Status GradientReducer::Store(char* into, const float* from, size_t count, bool first) {
   if (!ctx_.has_bytes) return absl::OkStatus();
+  Stream* stream = ctx_.comm_stream;
   const ElementwiseExecutor& ew = *ctx_.elementwise;
-  return first ? ew.Narrow(into, from, count, ctx_.dtype, ctx_.stream)
-               : ew.AccumulateNarrow(into, from, count, ctx_.dtype, ctx_.stream);
+  return first ? ew.Narrow(into, from, count, ctx_.dtype, stream)
+               : ew.AccumulateNarrow(into, from, count, ctx_.dtype, stream);
 }
 
 void GradientReducer::ResetMicroBatch() {

@@ -4,11 +4,15 @@
 // micro-batches in order into the reduced gradients of ModelStates. Units
 // reduce strictly from the last to the first, so every rank issues the
 // same collectives in the same order whatever order gradients come in.
+// Gradients are written on ctx.stream; reductions and what reads their
+// results run on ctx.comm_stream after an event, so they overlap the rest
+// of backward. The engine orders its stream after comm_stream before Step.
 // Driven by the engine's thread; errors are returned, the engine aborts.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -20,15 +24,21 @@ namespace zero {
 
 class GradientReducer {
  public:
-  // Runs after each unit's reduction is enqueued on ctx.stream (the
-  // engine's early CPU steps, which must wait for the stream).
+  // Runs after each unit's reduction is enqueued on ctx.comm_stream (the
+  // engine's early CPU steps, which must wait for that stream).
   using OnReduced = std::function<absl::Status(int unit)>;
 
   GradientReducer(const RankContext& ctx, ModelStates& states, OnReduced on_reduced);
 
-  // This micro-batch's gradient of parameter `id`, copied. `step` is the
-  // step being accumulated (for messages).
-  absl::Status Add(int id, const void* grad, size_t numel, DType dtype, int64_t step);
+  // `step` below is the step being accumulated (for messages).
+  // In place: where this micro-batch's gradient of `id` is to be written
+  // (its staging bucket), then Written once work before `written` (null:
+  // before the call, on ctx.stream) wrote it. No host wait.
+  absl::StatusOr<char*> Slot(int id, int64_t step);
+  absl::Status Written(int id, const std::shared_ptr<Event>& written, int64_t step);
+  // Copying: the same, from `grad` after `ready` (Engine::AddGrad).
+  absl::Status Add(int id, const void* grad, size_t numel, DType dtype,
+                   const std::shared_ptr<Event>& ready, int64_t step);
   // OK when every micro-batch of the step is complete; else what is missing.
   absl::Status ReadyForStep() const;
   // Completed micro-batches of the current step.
@@ -40,7 +50,11 @@ class GradientReducer {
   struct UnitState {
     int received = 0;  // parameters handed over in this micro-batch
     Buffer staging;    // the unit's gradients in flight (when not in whole gradients)
+    // Recorded on the communication stream after the unit's last reduction:
+    // gradients staged in place in the model states wait for it.
+    std::shared_ptr<Event> reduced;
   };
+  absl::Status CheckHandOver(int id, int64_t step) const;
   absl::StatusOr<char*> StagingFor(int unit);
   absl::Status ReduceReadyUnits();
   absl::Status ReduceUnit(int unit);

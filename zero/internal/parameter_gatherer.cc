@@ -43,45 +43,71 @@ absl::StatusOr<std::unique_ptr<ParameterGatherer>> ParameterGatherer::Create(
   return g;
 }
 
+absl::Status ParameterGatherer::AwaitWhole(int unit, Stream* consumer) const {
+  const std::shared_ptr<Event>& ready = units_[unit].ready;
+  return ready && consumer != ctx_.comm_stream ? consumer->Wait(ready) : absl::OkStatus();
+}
+
 char* ParameterGatherer::Whole(int unit) const {
   if (ctx_.config.stage < 3) return states_.WholeParams(unit);
   return units_[unit].gathered.data<char>();
 }
 
-absl::Status ParameterGatherer::Fetch(int module) {
+absl::Status ParameterGatherer::Fetch(int module, Stream* consumer) {
   if (module < 0 || module >= static_cast<int>(module_units_.size()) ||
       module_units_[module].empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d: Fetch of module %d, which has no registered parameters", ctx_.rank, module));
   }
   ++fetch_count_[module];
-  if (ctx_.config.stage < 3) return absl::OkStatus();
-  trace_.push_back(module);
-  for (int u : module_units_[module]) {
-    if (!units_[u].gathered) RETURN_IF_ERROR(GatherUnit(u));
+  if (ctx_.config.stage == 3) {
+    trace_.push_back(module);
+    for (int u : module_units_[module]) {
+      if (!units_[u].gathered) RETURN_IF_ERROR(GatherUnit(u));
+    }
+    RETURN_IF_ERROR(Prefetch());
   }
-  return Prefetch();
+  for (int u : module_units_[module]) RETURN_IF_ERROR(AwaitWhole(u, consumer));
+  return absl::OkStatus();
 }
 
+absl::Status ParameterGatherer::Publish(int unit) {
+  Stream* stream = ctx_.comm_stream;
+  RETURN_IF_ERROR(RankContext::Order(stream, ctx_.stream));
+  const Unit& u = ctx_.unit(unit);
+  RETURN_IF_ERROR(ctx_.comm->AllGather(states_.ModelPiece(unit), states_.WholeParams(unit),
+                                       u.shard, ctx_.dtype, stream));
+  return RecordReady(unit);
+}
+
+absl::Status ParameterGatherer::RecordReady(int unit) {
+  if (ctx_.comm_stream == ctx_.stream) return absl::OkStatus();
+  ASSIGN_OR_RETURN(units_[unit].ready, ctx_.comm_stream->Record());
+  return absl::OkStatus();
+}
+
+// On the communication stream, after the pieces were last written (and a
+// persistent unit's last reads) on the compute stream: pieces_ready_.
 absl::Status ParameterGatherer::GatherUnit(int unit) {
   const Unit& u = ctx_.unit(unit);
+  Stream* stream = ctx_.comm_stream;
+  if (pieces_ready_ && stream != ctx_.stream) RETURN_IF_ERROR(stream->Wait(pieces_ready_));
   Buffer& gathered = units_[unit].gathered;
   if (!gathered) {
     ASSIGN_OR_RETURN(gathered, Buffer::Allocate(ctx_.pool, u.padded * ctx_.esize,
-                                                Tag::kGathered, ctx_.stream));
+                                                Tag::kGathered, stream));
     live_elements_ += u.padded;
   }
   const void* piece = states_.ModelPiece(unit);
   Buffer staged;  // parameter offload: the piece comes up from the host first
   if (ctx_.config.offload == Offload::kParameters) {
     ASSIGN_OR_RETURN(staged, Buffer::Allocate(ctx_.pool, u.shard * ctx_.esize,
-                                              Tag::kCommunication, ctx_.stream));
-    if (ctx_.has_bytes) {
-      RETURN_IF_ERROR(ctx_.stream->Copy(staged.data(), piece, u.shard * ctx_.esize));
-    }
+                                              Tag::kCommunication, stream));
+    if (ctx_.has_bytes) RETURN_IF_ERROR(stream->Copy(staged.data(), piece, u.shard * ctx_.esize));
     piece = staged.data();
   }
-  return ctx_.comm->AllGather(piece, gathered.data(), u.shard, ctx_.dtype, ctx_.stream);
+  RETURN_IF_ERROR(ctx_.comm->AllGather(piece, gathered.data(), u.shard, ctx_.dtype, stream));
+  return RecordReady(unit);
 }
 
 // Gathers the units the plan's window takes next (zero/internal/fetch_plan.h),
@@ -100,12 +126,14 @@ absl::Status ParameterGatherer::Prefetch() {
   return absl::OkStatus();
 }
 
-absl::Status ParameterGatherer::Release(int module) {
+absl::Status ParameterGatherer::Release(int module, Stream* consumer) {
   if (module < 0 || module >= static_cast<int>(module_units_.size()) ||
       fetch_count_[module] == 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "rank %d: Release of module %d, which is not fetched", ctx_.rank, module));
   }
+  // Buffers are freed on the compute stream: after the consumer's kernels.
+  RETURN_IF_ERROR(RankContext::Order(ctx_.stream, consumer));
   if (--fetch_count_[module] > 0 || ctx_.config.stage < 3 ||
       plan_.ReusedSoon(module, trace_.size(), ctx_.config.max_reuse_distance)) {
     return absl::OkStatus();
@@ -113,14 +141,20 @@ absl::Status ParameterGatherer::Release(int module) {
   const int now = static_cast<int>(trace_.size()) - 1;
   for (int u : module_units_[module]) {
     if (units_[u].persistent || !units_[u].gathered || plan_.ClaimedAfter(u, now)) continue;
-    Drop(u);
+    RETURN_IF_ERROR(Drop(u));
   }
   return absl::OkStatus();
 }
 
-void ParameterGatherer::Drop(int unit) {
-  units_[unit].gathered.Reset();
+// Freed on the compute stream, after the gather (a prefetched unit may
+// never have been waited for) and every use enqueued there so far.
+absl::Status ParameterGatherer::Drop(int unit) {
+  UnitState& state = units_[unit];
+  RETURN_IF_ERROR(AwaitWhole(unit, ctx_.stream));
+  state.gathered.set_stream(ctx_.stream);
+  state.gathered.Reset();
   live_elements_ -= ctx_.unit(unit).padded;
+  return absl::OkStatus();
 }
 
 absl::Status ParameterGatherer::FinishStep() {
@@ -149,11 +183,12 @@ absl::Status ParameterGatherer::FinishStep() {
 
 absl::Status ParameterGatherer::Refresh() {
   if (ctx_.config.stage < 3) return absl::OkStatus();
+  ASSIGN_OR_RETURN(pieces_ready_, ctx_.stream->Record());
   for (int u = 0; u < ctx_.unit_count(); ++u) {
     if (units_[u].persistent) {
       RETURN_IF_ERROR(GatherUnit(u));
     } else if (units_[u].gathered) {
-      Drop(u);
+      RETURN_IF_ERROR(Drop(u));
     }
   }
   return absl::OkStatus();

@@ -3,11 +3,16 @@
 // prefetches along the order recorded in the first step (FetchPlan),
 // Release frees them unless they are persistent (small units kept whole)
 // or reused soon. Below stage 3 parameters are whole and Fetch / Release
-// only check their pairing. Driven by the engine's thread; errors are
-// returned, the engine aborts the group.
+// check their pairing and wait for the all-gather after the last step.
+// Streams: gathers run on ctx.comm_stream; a consumer stream waits on the
+// unit's event (Fetch, AwaitWhole); buffers are freed on ctx.stream after
+// the consumer's use (Release orders ctx.stream after the consumer).
+// Driven by the engine's thread; errors are returned, the engine aborts
+// the group.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,10 +31,16 @@ class ParameterGatherer {
                                                                    ModelStates& states);
 
   // Calls nest: a module stays fetched until every Fetch has its Release.
-  absl::Status Fetch(int module);
-  absl::Status Release(int module);
+  // `consumer` is the stream that reads the parameters (ctx.stream usually).
+  absl::Status Fetch(int module, Stream* consumer);
+  absl::Status Release(int module, Stream* consumer);
   // Where a unit's whole values are now, or null (stage 3, not gathered).
   char* Whole(int unit) const;
+  // Makes `consumer` wait until Whole(unit) holds the last gather's values.
+  absl::Status AwaitWhole(int unit, Stream* consumer) const;
+  // Below stage 3, after the update of this rank's piece on ctx.stream:
+  // all-gathers the unit's pieces into the whole parameters.
+  absl::Status Publish(int unit);
   // Elements gathered now beyond this rank's own pieces (stage 3).
   size_t live_elements() const { return live_elements_; }
 
@@ -45,11 +56,14 @@ class ParameterGatherer {
   struct UnitState {
     Buffer gathered;  // the whole unit, while fetched
     bool persistent = false;
+    // On ctx.comm_stream after the unit's last gather (or Publish).
+    std::shared_ptr<Event> ready;
   };
   ParameterGatherer(const RankContext& ctx, ModelStates& states);
   absl::Status GatherUnit(int unit);
   absl::Status Prefetch();
-  void Drop(int unit);
+  absl::Status Drop(int unit);
+  absl::Status RecordReady(int unit);
 
   const RankContext& ctx_;
   ModelStates& states_;
@@ -59,6 +73,9 @@ class ParameterGatherer {
   std::vector<int> trace_;                      // modules fetched this step, in order
   size_t live_elements_ = 0;
   FetchPlan plan_;  // from the first step's trace, once every rank agrees on it
+  // On ctx.stream when this rank's pieces were last updated (Refresh):
+  // gathers wait for it.
+  std::shared_ptr<Event> pieces_ready_;
 };
 
 }  // namespace zero

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
+#include "absl/status/status.h"
 #include "base/dtype.h"
 #include "memory/device_system.h"
 #include "memory/resource.h"
@@ -23,7 +25,13 @@ struct RankContext {
   Communicator* comm;
   DeviceSystem* devices;
   MemoryResource* pool;  // device memory of this rank
-  Stream* stream;        // orders all of this rank's device work
+  // The compute-facing stream: the caller's work, the optimizer, copies in
+  // and out. Engine::stream().
+  Stream* stream;
+  // Where collectives (and the element-wise work on their results) run:
+  // its own stream with config.overlap_comm, else `stream`. Work crosses
+  // between the two only through events (Stream::Record / Wait).
+  Stream* comm_stream;
   // Runs the element-wise work (widen, narrow, accumulate, sums) on
   // `stream`'s device: host loops, card kernels, or nothing on meta.
   const ElementwiseExecutor* elementwise;
@@ -44,6 +52,14 @@ struct RankContext {
   }
   // This rank's piece of `unit` in the flat (whole) buffers.
   size_t owned_offset(int u) const { return unit(u).offset + rank * unit(u).shard; }
+  // Makes `waiter` start its later work after all work enqueued on `on` so
+  // far. Nothing when they are the same stream.
+  static absl::Status Order(Stream* waiter, Stream* on) {
+    if (waiter == on) return absl::OkStatus();
+    absl::StatusOr<std::shared_ptr<Event>> event = on->Record();
+    if (!event.ok()) return event.status();
+    return waiter->Wait(*event);
+  }
 };
 
 }  // namespace zero

@@ -1,0 +1,152 @@
+// The engine's data plane on two streams per rank (compute and
+// communication) with collectives that return once enqueued, on host
+// streams that sleep a seeded random time before every operation: every
+// stage, precision and mode must give exactly what the synchronous,
+// one-stream run gives. And the check can fail: dropping the one event that
+// orders a reduction after the gradients' copy gives wrong parameters.
+#include <array>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "memory/testing/stream_faults.h"
+#include "tests/zero/test_util.h"
+#include "tests/zero/training.h"
+
+namespace zero::testing_model {
+namespace {
+
+HostStreamOptions Delays(uint64_t seed) {
+  return {.delay_seed = seed, .max_delay = absl::Microseconds(200)};
+}
+
+// The same run twice: on one stream, collectives done when they return;
+// and overlapped on delayed streams, collectives enqueued.
+void ExpectOverlappedMatchesSerialized(const Model& model, TrainingRun run) {
+  run.config.overlap_comm = false;
+  const std::vector<RankResult> serialized = TrainWithEngine(model, run, AdamW());
+  run.config.overlap_comm = true;
+  run.stream_ordered = true;
+  run.host_streams = Delays(7);
+  const std::vector<RankResult> overlapped = TrainWithEngine(model, run, AdamW());
+  for (int r = 0; r < run.world; ++r) {
+    ASSERT_TRUE(serialized[r].status.ok()) << "rank " << r << ": " << serialized[r].status;
+    ASSERT_TRUE(overlapped[r].status.ok()) << "rank " << r << ": " << overlapped[r].status;
+    ExpectBitIdentical(serialized[r].params, overlapped[r].params, "rank " + std::to_string(r));
+    EXPECT_EQ(serialized[r].losses, overlapped[r].losses) << "rank " << r;
+  }
+}
+
+TrainingRun BaseRun(int stage, DType dtype, int gas) {
+  TrainingRun run;
+  run.world = 4;
+  run.steps = 3;
+  run.config.stage = stage;
+  run.config.param_dtype = dtype;
+  run.config.gradient_accumulation_steps = gas;
+  run.config.bucket_elements = 300;  // several units, so reductions overlap backward
+  run.config.persistence_threshold = 40;
+  run.config.prefetch_elements = 1000;
+  run.config.reduce_chunk_elements = 256;
+  return run;
+}
+
+// stage, dtype, micro-batches
+using Case = std::tuple<int, DType, int>;
+class OverlappedStreams : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OverlappedStreams, MatchSerializedBitForBit) {
+  const auto& [stage, dtype, gas] = GetParam();
+  ExpectOverlappedMatchesSerialized(**MakeTransformer(2, 16, 2, 8, 2), BaseRun(stage, dtype, gas));
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const auto& [stage, dtype, gas] = info.param;
+  return "stage" + std::to_string(stage) + "_" + std::string(Name(dtype)) + "_micro" +
+         std::to_string(gas);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, OverlappedStreams,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(1, 2)),
+                         CaseName);
+
+TEST(OverlappedStreamsModes, ClippingAndLossScaling) {
+  TrainingRun clipped = BaseRun(2, DType::kF32, 2);
+  clipped.config.max_grad_norm = 0.05;
+  ExpectOverlappedMatchesSerialized(**MakeMlp(16, 32, 8, 8), clipped);
+  ExpectOverlappedMatchesSerialized(**MakeMlp(16, 32, 8, 8), BaseRun(1, DType::kF16, 2));
+}
+
+TEST(OverlappedStreamsModes, Offload) {
+  TrainingRun optimizer = BaseRun(2, DType::kBF16, 2);
+  optimizer.config.offload = Offload::kOptimizer;  // with the early CPU steps
+  ExpectOverlappedMatchesSerialized(**MakeMlp(16, 32, 8, 8), optimizer);
+  TrainingRun params = BaseRun(3, DType::kF32, 1);
+  params.config.offload = Offload::kParameters;
+  ExpectOverlappedMatchesSerialized(**MakeMlp(16, 32, 8, 8), params);
+}
+
+// Rank 0's compute stream is held up for 200 ms before its first gradient
+// copy; only the event the reduction waits on keeps the reduce-scatter
+// from reading the bucket before the copy. One parameter per unit, so the
+// first unit reduced is complete with the first gradient handed over (no
+// host read of a parameter, which would wait out the delay, in between).
+TrainingRun DropRun() {
+  TrainingRun run = BaseRun(2, DType::kF32, 1);
+  run.world = 2;
+  run.config.bucket_elements = 1;
+  return run;
+}
+
+std::vector<RankResult> TrainWithSlowFirstCopy(bool drop_the_wait, bool* dropped) {
+  std::unique_ptr<Model> model = *MakeMlp(16, 32, 8, 8);
+  TrainingRun run = DropRun();
+  run.stream_ordered = true;
+  run.host_streams = Delays(3);
+  std::array<Engine*, 2> engines{};
+  std::optional<DroppedStreamWait> drop;
+  run.before_training = [&](int rank, Engine& engine) {
+    engines[rank] = &engine;
+    // The first wait on rank 0's communication stream: its first reduction's.
+    if (rank == 0 && drop_the_wait) drop.emplace(1, engine.comm_stream());
+    return absl::OkStatus();
+  };
+  bool held = false;
+  run.edit_grad = [&](int rank, int step, int, std::span<float>) {
+    if (rank != 0 || step != 0 || held) return;
+    held = true;
+    (void)engines[0]->stream()->Enqueue([] { absl::SleepFor(absl::Milliseconds(200)); });
+  };
+  std::vector<RankResult> result = TrainWithEngine(*model, run, AdamW());
+  *dropped = drop.has_value() && drop->dropped();
+  return result;
+}
+
+TEST(OverlappedStreamsModes, DroppingTheReductionsWaitGivesWrongParameters) {
+  std::unique_ptr<Model> model = *MakeMlp(16, 32, 8, 8);
+  TrainingRun serial = DropRun();
+  serial.config.overlap_comm = false;
+  const std::vector<RankResult> expected = TrainWithEngine(*model, serial, AdamW());
+  ASSERT_TRUE(expected[0].status.ok()) << expected[0].status;
+
+  bool dropped = true;
+  const std::vector<RankResult> ordered = TrainWithSlowFirstCopy(false, &dropped);
+  ASSERT_TRUE(ordered[0].status.ok()) << ordered[0].status;
+  ExpectBitIdentical(expected[0].params, ordered[0].params, "with the wait");
+
+  const std::vector<RankResult> broken = TrainWithSlowFirstCopy(true, &dropped);
+  EXPECT_TRUE(dropped);
+  ASSERT_TRUE(broken[0].status.ok()) << broken[0].status;
+  bool differs = false;
+  for (size_t i = 0; i < expected[0].params.size(); ++i) {
+    differs |= expected[0].params[i] != broken[0].params[i];
+  }
+  EXPECT_TRUE(differs) << "the reduction did not read the bucket early without its wait";
+}
+
+}  // namespace
+}  // namespace zero::testing_model
