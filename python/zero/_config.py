@@ -88,8 +88,11 @@ def _zero_optimization(reader, engine):
         value = z.take(key, _num, None, _count)
         if value is not None:
             engine[name] = int(value)
+    overlap = z.take("overlap_comm", bool, None)
+    if overlap is not None:
+        engine["overlap_comm"] = overlap
     # What the engine always does: accepted when asked for, an error when refused.
-    for key in ("overlap_comm", "contiguous_gradients", "reduce_scatter"):
+    for key in ("contiguous_gradients", "reduce_scatter"):
         z.take(key, bool, True, lambda v: v)
     _offload(z, "offload_optimizer", 1, engine, "optimizer", stage)
     _offload(z, "offload_param", 3, engine, "parameters", stage)

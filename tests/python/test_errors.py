@@ -107,3 +107,11 @@ def test_engine_errors_surface_as_zero_errors():
     loss_fn(model(x), y).backward()
     with pytest.raises(zero.ZeroError, match="step failed"):
         opt.step()  # one micro-batch of two
+
+
+def test_overlap_comm_reaches_the_engine():
+    from zero import _config
+    for value in (True, False):
+        ds = {"zero_optimization": {"stage": 2, "overlap_comm": value}}
+        assert _config.engine_config(ds, 1)[0]["overlap_comm"] is value
+    assert "overlap_comm" not in _config.engine_config({"zero_optimization": {"stage": 2}}, 1)[0]

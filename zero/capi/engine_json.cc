@@ -194,6 +194,7 @@ absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
                         {"parameters", Offload::kParameters}},
                        &c.offload),
        Uint("host_capacity", &c.host_capacity), Bool("offload_overlap", &c.offload_overlap),
+       Bool("overlap_comm", &c.overlap_comm),
        Uint("prefetch_elements", &c.prefetch_elements),
        Uint("max_live_elements", &c.max_live_elements),
        Uint("max_reuse_distance", &c.max_reuse_distance),
