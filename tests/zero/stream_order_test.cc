@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "memory/testing/stream_faults.h"
+#include "optimizers/adam.h"
+#include "zero/comm/local_communicator.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
 
@@ -146,6 +148,57 @@ TEST(OverlappedStreamsModes, DroppingTheReductionsWaitGivesWrongParameters) {
     differs |= expected[0].params[i] != broken[0].params[i];
   }
   EXPECT_TRUE(differs) << "the reduction did not read the bucket early without its wait";
+}
+
+// Stage 3, one rank: four modules of one equal-sized parameter each, so a
+// released module's block is the next gather's. A consumer stream reads each
+// module 30 ms after its Fetch; Release(module, consumer) must keep the
+// block until then. Returns what the consumer read, per module.
+std::vector<std::vector<float>> ReadOnConsumerStream(int drop_engine_wait) {
+  constexpr size_t kNumel = 256;
+  auto devices = *DeviceSystem::CreateWithHostStreams({DeviceSpec::Kind::kHost, 1, 64 << 20},
+                                                      Delays(5));
+  LocalGroupOptions options;
+  options.stream_ordered = true;
+  auto comms = *LocalGroup::Create(1, options);
+  auto adam = *MakeAdamW();
+  EngineConfig config;
+  config.stage = 3;
+  config.persistence_threshold = 0;
+  config.prefetch_elements = 0;
+  std::vector<ParamSpec> specs;
+  for (int m = 0; m < 4; ++m) specs.push_back({"p" + std::to_string(m), kNumel, m});
+  auto engine = *Engine::Create(config, specs, adam.get(), comms[0].get(), devices.get(), 0);
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_TRUE(engine->SetParam(m, std::vector<float>(kNumel, m + 1.0f)).ok());
+  }
+  Stream* consumer = *devices->CreateStream(0);
+  std::vector<std::vector<float>> seen(4, std::vector<float>(kNumel, 0.0f));
+  std::optional<DroppedStreamWait> drop;
+  if (drop_engine_wait > 0) drop.emplace(drop_engine_wait, engine->stream());
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_TRUE(engine->Fetch(m, consumer).ok());
+    absl::StatusOr<Engine::ParamView> view = engine->param_view(m);
+    EXPECT_TRUE(view.ok()) << view.status();
+    EXPECT_TRUE(consumer->Enqueue([] { absl::SleepFor(absl::Milliseconds(30)); }).ok());
+    EXPECT_TRUE(consumer->Copy(seen[m].data(), view->data, kNumel * sizeof(float)).ok());
+    EXPECT_TRUE(engine->Release(m, consumer).ok());
+  }
+  EXPECT_TRUE(consumer->Synchronize().ok());
+  if (drop) EXPECT_TRUE(drop->dropped());
+  return seen;
+}
+
+TEST(OverlappedStreamsModes, ReleaseKeepsTheBlockForTheConsumerStream) {
+  const std::vector<std::vector<float>> seen = ReadOnConsumerStream(0);
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_EQ(seen[m], std::vector<float>(seen[m].size(), m + 1.0f)) << "module " << m;
+  }
+  // The engine stream's waits per module: param_view's on the gather, then
+  // Release's on the consumer (the 2nd), then the drop's on the gather.
+  const std::vector<std::vector<float>> early = ReadOnConsumerStream(2);
+  EXPECT_NE(early[0], std::vector<float>(early[0].size(), 1.0f))
+      << "module 0's block outlived its release without the consumer's event";
 }
 
 }  // namespace
