@@ -3,6 +3,7 @@
 #include "memory/uva_space.h"
 
 #include <memory>
+#include <string>
 
 #include "base/units.h"
 #include "gtest/gtest.h"
@@ -63,6 +64,11 @@ TEST_F(ChunkedSpaceTest, RejectsRangesThatAreNotWholeChunks) {
 
 // A failure at any step of mapping leaves nothing mapped or held, and the
 // books as before: the same request then succeeds.
+std::string StepName(const ::testing::TestParamInfo<Step>& info) {
+  constexpr const char* kNames[] = {"create", "map", "set_access", "unmap", "release"};
+  return kNames[static_cast<int>(info.param)];
+}
+
 class RollbackTest : public ChunkedSpaceTest, public ::testing::WithParamInterface<Step> {};
 
 TEST_P(RollbackTest, FailedMappingIsUndoneInFull) {
@@ -86,7 +92,8 @@ TEST_P(RollbackTest, FailedMappingIsUndoneInFull) {
 
 INSTANTIATE_TEST_SUITE_P(EveryMappingStep, RollbackTest,
                          ::testing::Values(Step::kCreate, Step::kMap, Step::kSetAccess,
-                                           Step::kRelease));
+                                           Step::kRelease),
+                         StepName);
 
 TEST_F(ChunkedSpaceTest, FailedRollbackSaysWhatStaysMapped) {
   backend_->FailAt(Step::kSetAccess);
