@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "optimizers/cuda/elementwise_kernels.h"
 #include "memory/cuda/current_device.h"
+#include "optimizers/cuda/elementwise_kernels.h"
 #include "optimizers/cuda/grid.h"
 #include "optimizers/cuda/ops.h"
 #include "optimizers/elementwise_rules.h"
