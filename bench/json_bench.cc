@@ -25,7 +25,7 @@ namespace {
 
 using zero::json::Value;
 
-// Shaped like zero/checkpoint/manifest.cc's output: one line per parameter,
+// Shaped like zero/checkpoint/internal/manifest.cc's output: one line per parameter,
 // six chunk records each, 64-bit offsets and checksums.
 std::string Manifest(size_t bytes) {
   std::string out = "{\"format\": \"zero-checkpoint\", \"version\": 1, \"params\": [";

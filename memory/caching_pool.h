@@ -40,7 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "memory/block_set.h"
+#include "memory/internal/block_set.h"
 #include "memory/pool_stats.h"
 #include "memory/resource.h"
 #include "memory/timeline.h"

@@ -25,7 +25,7 @@
 #include "base/units.h"
 #include "memory/caching_pool.h"
 #include "memory/device_system.h"
-#include "offload/arena_source.h"
+#include "offload/internal/arena_source.h"
 
 namespace zero {
 

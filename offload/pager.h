@@ -35,8 +35,8 @@
 #include "memory/device_system.h"
 #include "memory/stream.h"
 #include "memory/tag.h"
-#include "offload/access_order.h"
 #include "offload/host_pool.h"
+#include "offload/internal/access_order.h"
 
 namespace zero {
 

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "offload/arena_source.h"
+#include "offload/internal/arena_source.h"
 
 namespace zero {
 

@@ -1,5 +1,5 @@
 // The forecast the pager evicts and prefetches by.
-#include "offload/access_order.h"
+#include "offload/internal/access_order.h"
 
 #include <vector>
 

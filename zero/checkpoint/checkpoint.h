@@ -10,8 +10,10 @@
 // (padding never), plus the step count and the fp16 loss-scaler state.
 // Each rank writes one data file of the pieces it owns, streaming through a
 // host buffer of one piece (unit shard) at a time, with a CRC-32C per chunk
-// (chunk_plan.h); rank 0 writes the manifest (manifest.h) once every rank's
-// file is durably in place, then repoints `latest` (checkpoint_dir.h).
+// (internal/chunk_plan.h); rank 0 writes the manifest (internal/manifest.h)
+// once every rank's file is durably in place, then repoints `latest`
+// (internal/checkpoint_dir.h). Only this header and consolidate.h are the
+// layer's interface; internal/ is its detail.
 // Not saved: hyper-parameters (learning rate, betas: the caller's config and
 // schedule), gradients in flight (call Save between Steps), data-loader
 // position.

@@ -6,10 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "base/json.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/checkpoint_dir.h"
-#include "zero/checkpoint/file_io.h"
-#include "zero/checkpoint/manifest.h"
-#include "zero/checkpoint/verified_reader.h"
+#include "zero/checkpoint/internal/checkpoint_dir.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/manifest.h"
+#include "zero/checkpoint/internal/verified_reader.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -10,14 +10,14 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/checkpoint/checkpoint.h"
-#include "zero/checkpoint/checkpoint_dir.h"
-#include "zero/checkpoint/chunk_plan.h"
-#include "zero/checkpoint/crc32c.h"
-#include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/file_io.h"
-#include "zero/checkpoint/manifest.h"
-#include "zero/checkpoint/owned_state_io.h"
-#include "zero/checkpoint/verified_reader.h"
+#include "zero/checkpoint/internal/checkpoint_dir.h"
+#include "zero/checkpoint/internal/chunk_plan.h"
+#include "zero/checkpoint/internal/crc32c.h"
+#include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/manifest.h"
+#include "zero/checkpoint/internal/owned_state_io.h"
+#include "zero/checkpoint/internal/verified_reader.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -10,13 +10,13 @@
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "zero/checkpoint/checkpoint.h"
-#include "zero/checkpoint/checkpoint_dir.h"
-#include "zero/checkpoint/chunk_plan.h"
-#include "zero/checkpoint/crc32c.h"
-#include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/file_io.h"
-#include "zero/checkpoint/manifest.h"
-#include "zero/checkpoint/owned_state_io.h"
+#include "zero/checkpoint/internal/checkpoint_dir.h"
+#include "zero/checkpoint/internal/chunk_plan.h"
+#include "zero/checkpoint/internal/crc32c.h"
+#include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/manifest.h"
+#include "zero/checkpoint/internal/owned_state_io.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/chunk_plan.h"
+#include "zero/checkpoint/internal/chunk_plan.h"
 #include "zero/comm/local_communicator.h"
 
 namespace zero::testing_model {

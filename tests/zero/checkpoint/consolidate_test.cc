@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
-#include "zero/checkpoint/data_file.h"
+#include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::testing_model {
 namespace {

@@ -8,10 +8,10 @@
 #include "base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "zero/checkpoint/chunk_plan.h"
-#include "zero/checkpoint/crc32c.h"
-#include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/manifest.h"
+#include "zero/checkpoint/internal/chunk_plan.h"
+#include "zero/checkpoint/internal/crc32c.h"
+#include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -1,4 +1,4 @@
-#include "zero/checkpoint/checkpoint_dir.h"
+#include "zero/checkpoint/internal/checkpoint_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/data_file.h"
-#include "zero/checkpoint/file_io.h"
-#include "zero/checkpoint/manifest.h"
+#include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::checkpoint {
 

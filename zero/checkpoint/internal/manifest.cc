@@ -1,4 +1,4 @@
-#include "zero/checkpoint/manifest.h"
+#include "zero/checkpoint/internal/manifest.h"
 
 #include <algorithm>
 #include <tuple>
@@ -10,8 +10,8 @@
 #include "base/fingerprint.h"
 #include "base/json.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/crc32c.h"
-#include "zero/checkpoint/data_file.h"
+#include "zero/checkpoint/internal/crc32c.h"
+#include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -1,4 +1,4 @@
-#include "offload/access_order.h"
+#include "offload/internal/access_order.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "offload/arena_source.h"
+#include "offload/internal/arena_source.h"
 
 #include <sys/mman.h>
 

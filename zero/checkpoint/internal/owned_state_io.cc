@@ -1,4 +1,4 @@
-#include "zero/checkpoint/owned_state_io.h"
+#include "zero/checkpoint/internal/owned_state_io.h"
 
 #include <vector>
 

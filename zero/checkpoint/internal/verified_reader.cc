@@ -1,10 +1,10 @@
-#include "zero/checkpoint/verified_reader.h"
+#include "zero/checkpoint/internal/verified_reader.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/crc32c.h"
-#include "zero/checkpoint/data_file.h"
+#include "zero/checkpoint/internal/crc32c.h"
+#include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::checkpoint {
 

@@ -1,4 +1,4 @@
-#include "zero/checkpoint/data_file.h"
+#include "zero/checkpoint/internal/data_file.h"
 
 #include <cstring>
 

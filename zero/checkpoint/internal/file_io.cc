@@ -1,4 +1,4 @@
-#include "zero/checkpoint/file_io.h"
+#include "zero/checkpoint/internal/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "zero/checkpoint/crc32c.h"
+#include "zero/checkpoint/internal/crc32c.h"
 
 namespace zero::checkpoint {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "zero/checkpoint/file_io.h"
-#include "zero/checkpoint/manifest.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::checkpoint {
 

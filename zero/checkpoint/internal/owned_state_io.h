@@ -5,8 +5,8 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
-#include "zero/checkpoint/agreement.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/internal/agreement.h"
 
 namespace zero::checkpoint {
 

@@ -1,4 +1,4 @@
-#include "memory/block_set.h"
+#include "memory/internal/block_set.h"
 
 #include <algorithm>
 #include <iterator>

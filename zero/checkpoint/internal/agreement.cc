@@ -1,4 +1,4 @@
-#include "zero/checkpoint/agreement.h"
+#include "zero/checkpoint/internal/agreement.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "zero/checkpoint/chunk_plan.h"
+#include "zero/checkpoint/internal/chunk_plan.h"
 
 #include <algorithm>
 
