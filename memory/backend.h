@@ -1,14 +1,17 @@
 // The thin seam between the shared memory logic and a kind of device.
 //
 // A backend owns the device-specific verbs only: reserve one virtual range,
-// map and unmap physical granules inside it (granting access to every
-// device), and make streams. Everything above (slices, the pool, stats) is
-// shared code. Thread-safe; Map/Unmap on disjoint ranges may run in parallel.
+// and the five steps of backing part of it with memory (create physical
+// memory, map it, grant access, unmap, release), plus streams. How the steps
+// are sequenced, chunked and rolled back is shared code (memory/uva_space.h),
+// so the host backend runs exactly what a card runs. Thread-safe; steps on
+// disjoint ranges may run in parallel.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -28,28 +31,42 @@ constexpr std::string_view DeviceKindName(DeviceKind kind) {
   return "?";
 }
 
+// Physical memory of one device before and while it is mapped
+// (a CUmemGenericAllocationHandle on cards).
+using PhysicalHandle = uint64_t;
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual DeviceKind kind() const = 0;
   virtual int device_count() const = 0;
-  // Physical bytes the device can hold.
+  // Physical bytes the device can hold (on cards: free at start).
   virtual size_t capacity(int device) const = 0;
-  // Map/Unmap sizes and offsets are multiples of this.
+  // Every size and offset below is a multiple of this.
   virtual size_t granularity() const = 0;
+  // The mapping unit when the caller asks for none: large on cards, where
+  // each unit costs driver calls, a granule elsewhere.
+  virtual size_t default_chunk() const { return granularity(); }
   // False on meta: addresses exist, bytes do not.
   virtual bool has_bytes() const = 0;
 
   // Reserves `bytes` of address space once (no physical memory).
   virtual absl::StatusOr<uintptr_t> Reserve(size_t bytes) = 0;
   virtual absl::Status Unreserve(uintptr_t base, size_t bytes) = 0;
-  // Backs [addr, addr+bytes) with memory of `device`, readable and writable
-  // from every device.
-  virtual absl::Status Map(int device, uintptr_t addr, size_t bytes) = 0;
-  // Returns the memory; the range stays reserved. The caller guarantees no
-  // pending work still uses it.
-  virtual absl::Status Unmap(int device, uintptr_t addr, size_t bytes) = 0;
+
+  // The steps of backing a range, in this order; the caller undoes what it
+  // did when a later step fails. Memory is unusable until SetAccess.
+  virtual absl::StatusOr<PhysicalHandle> CreatePhysical(int device, size_t bytes) = 0;
+  virtual absl::Status MapPhysical(uintptr_t addr, size_t bytes, PhysicalHandle handle) = 0;
+  // Grants read and write on [addr, addr+bytes), one or more mapped
+  // allocations, to `devices` (indices of this backend).
+  virtual absl::Status SetAccess(uintptr_t addr, size_t bytes, std::span<const int> devices) = 0;
+  // Unmaps exactly one earlier MapPhysical. The caller guarantees no pending
+  // work still uses it; the memory goes back once it is also released.
+  virtual absl::Status UnmapPhysical(uintptr_t addr, size_t bytes) = 0;
+  // Drops the handle; a mapping keeps the memory alive until it is unmapped.
+  virtual absl::Status ReleasePhysical(PhysicalHandle handle) = 0;
 
   virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) = 0;
 

@@ -1,14 +1,18 @@
 // Everything memory/ offers, for one process: the devices, one UVA space over
 // them, a caching pool and a default stream per device.
 //
-// Which devices: "auto" uses the cards when a driver and cards are present,
-// else host devices; "host:8x16GiB" asks for 8 host devices of 16 GiB each;
-// "meta:1024x80GB" for meta devices (accounting only). The spec comes from
-// the --zero_devices flag, else the ZERO_DEVICES environment variable, else
-// "auto". Host devices' streams take the HostStreamOptions given to
-// CreateWithHostStreams (the seeded delay mode of memory/stream_delay.h);
-// when those leave it off, $ZERO_HOST_STREAM_DELAY decides, so a whole test
-// suite can run delayed.
+// Which devices, as text: "auto" uses the cards when a driver and cards are
+// present, else host devices; "cuda" every visible card, "cuda:1" or
+// "cuda:0,2" only those (no other card gets a context or a stream);
+// "host:8x16GiB" 8 host devices of 16 GiB each; "meta:1024x80GB" meta devices
+// (accounting only). Options follow, comma-separated, for any kind:
+// "chunk=256MiB" (the mapping unit, memory/uva_space.h) and "reserve=4GiB" or
+// "reserve=5%" (kept free per device), e.g. "cuda:0,chunk=128MiB,reserve=5%".
+// The spec comes from the --zero_devices flag, else the ZERO_DEVICES
+// environment variable, else "auto". Host devices' streams take the
+// HostStreamOptions given to CreateWithHostStreams (the seeded delay mode of
+// memory/stream_delay.h); when those leave it off, $ZERO_HOST_STREAM_DELAY
+// decides, so a whole test suite can run delayed.
 // Thread-safe after Create; destroy only when no work is pending.
 #pragma once
 
@@ -33,12 +37,19 @@ struct DeviceSpec {
   enum class Kind { kAuto, kCuda, kHost, kMeta } kind = Kind::kAuto;
   int count = 8;                      // host and meta only
   size_t capacity = size_t{16} << 30;  // host and meta only
+  std::vector<int> cuda_devices;      // CUDA ordinals; empty: every visible card
+  UvaOptions space;                   // chunk and reserve, any kind
 };
 
-// Parses "auto", "cuda", "host", "meta", "host:8x16GiB", "meta:64x80GB".
+// Parses the text above; InvalidArgument naming the part that is wrong.
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view text);
 // The flag if set, else $ZERO_DEVICES, else "auto".
 absl::StatusOr<DeviceSpec> DeviceSpecFromEnvironment();
+
+// Whether `auto` runs on host devices after the cards failed with `error`:
+// always, but only "no driver" or "no card" (Unavailable) goes unexplained;
+// any other failure sets `reason`, which Create prints. False for `cuda`.
+bool FallsBackToHost(DeviceSpec::Kind kind, const absl::Status& error, std::string* reason);
 
 class DeviceSystem {
  public:

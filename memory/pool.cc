@@ -9,7 +9,7 @@
 
 namespace zero {
 DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, PoolOptions options)
-    : CachingPool(device, space->backend().capacity(device), space->granularity(), options),
+    : CachingPool(device, space->capacity(device), space->granularity(), options),
       space_(space),
       default_stream_(default_stream),
       slice_begin_(space->slice_begin(device)),
@@ -111,14 +111,21 @@ absl::StatusOr<size_t> DevicePool::TrimLocked() {
       continue;
     }
     RETURN_IF_ERROR(BlockSet::WaitForPending(it->second));
-    RETURN_IF_ERROR(space_->Unmap(device_, lo, hi - lo));
-    blocks_.EraseFree(it);
-    // The pieces left mapped have no pending uses: they were all waited for.
-    if (lo > addr) blocks_.InsertFree(addr, Block{.size = lo - addr, .users = {}, .pending = {}});
-    if (end > hi) blocks_.InsertFree(hi, Block{.size = end - hi, .users = {}, .pending = {}});
-    AddUnmapped(lo, hi - lo);
-    Released(lo, hi - lo);
-    released += hi - lo;
+    // A failed unmap still gave back a leading part: book exactly that.
+    size_t done = 0;
+    const absl::Status unmapped = space_->Unmap(device_, lo, hi - lo, &done);
+    if (done > 0) {
+      blocks_.EraseFree(it);
+      // The pieces left mapped have no pending uses: they were all waited for.
+      if (lo > addr) blocks_.InsertFree(addr, Block{.size = lo - addr, .users = {}, .pending = {}});
+      if (end > lo + done) {
+        blocks_.InsertFree(lo + done, Block{.size = end - lo - done, .users = {}, .pending = {}});
+      }
+      AddUnmapped(lo, done);
+      Released(lo, done);
+      released += done;
+    }
+    RETURN_IF_ERROR(unmapped);
     it = blocks.lower_bound(end);
   }
   return released;

@@ -2,16 +2,16 @@
 //
 // Blocks are carved from mapped runs of the slice: best fit by size, split on
 // allocation, coalesced with free neighbours by address on free. Because the
-// slice is one virtual range, a free block can grow by mapping the granules
+// slice is one virtual range, a free block can grow by mapping the chunks
 // right after (or before) it, so a miss maps only what is missing. Trim
-// unmaps every whole free granule; pointers never move.
+// unmaps every whole free chunk; pointers never move.
 //
 // Stream-ordered reuse: a free block keeps the events recorded at its free
 // on the streams that used it; a request on another stream waits for those
 // not yet done (memory/caching_pool.h says exactly what is guaranteed).
 // The allocation routine, stats, timeline and snapshot are CachingPool's
-// (memory/caching_pool.h); this class only maps and unmaps granules of the
-// slice. Thread-safe (one mutex per device). Work running on a stream must not
+// (memory/caching_pool.h); this class only maps and unmaps chunks of the
+// slice (memory/uva_space.h). Thread-safe (one mutex per device). Work running on a stream must not
 // call the pool: Trim synchronizes streams while holding the pool's lock.
 #pragma once
 

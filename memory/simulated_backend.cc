@@ -33,14 +33,22 @@ absl::Status HostBackend::Unreserve(uintptr_t base, size_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status HostBackend::Map(int, uintptr_t addr, size_t bytes) {
+absl::StatusOr<PhysicalHandle> SimulatedBackend::CreatePhysical(int device, size_t bytes) {
+  if (device < 0 || device >= device_count_ || bytes == 0 || bytes % kGranularity != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot create %s on device %d of %d", FormatBytes(bytes), device, device_count_));
+  }
+  return next_handle_.fetch_add(1, std::memory_order_relaxed);
+}
+
+absl::Status HostBackend::SetAccess(uintptr_t addr, size_t bytes, std::span<const int>) {
   if (mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | PROT_WRITE) != 0) {
     return ErrnoError("mprotect", addr, bytes);
   }
   return absl::OkStatus();
 }
 
-absl::Status HostBackend::Unmap(int, uintptr_t addr, size_t bytes) {
+absl::Status HostBackend::UnmapPhysical(uintptr_t addr, size_t bytes) {
   void* p = reinterpret_cast<void*>(addr);
   if (madvise(p, bytes, MADV_DONTNEED) != 0) return ErrnoError("madvise", addr, bytes);
   if (mprotect(p, bytes, PROT_NONE) != 0) return ErrnoError("mprotect", addr, bytes);

@@ -15,6 +15,8 @@
 namespace zero {
 
 // Shared by host and meta: N devices of one capacity, 2 MiB granules.
+// Physical memory is a counter: handles are numbered, nothing is allocated
+// until the pages are touched.
 class SimulatedBackend : public Backend {
  public:
   static constexpr size_t kGranularity = size_t{2} << 20;
@@ -25,16 +27,23 @@ class SimulatedBackend : public Backend {
   int device_count() const override { return device_count_; }
   size_t capacity(int) const override { return capacity_; }
   size_t granularity() const override { return kGranularity; }
+  absl::StatusOr<PhysicalHandle> CreatePhysical(int device, size_t bytes) override;
+  absl::Status MapPhysical(uintptr_t, size_t, PhysicalHandle) override {
+    return absl::OkStatus();
+  }
+  absl::Status ReleasePhysical(PhysicalHandle) override { return absl::OkStatus(); }
 
  private:
   const int device_count_;
   const size_t capacity_;
+  std::atomic<PhysicalHandle> next_handle_{1};
 };
 
-// The range is mmap(PROT_NONE, MAP_NORESERVE); Map makes granules readable
-// and writable, Unmap gives the pages back (MADV_DONTNEED) and protects them
-// again, so a stale pointer faults instead of reading garbage. Its streams
-// take `streams` (the delay mode), each with its index on its device.
+// The range is mmap(PROT_NONE, MAP_NORESERVE) and stays so when mapped, as a
+// card's does until access is set; SetAccess makes it readable and writable,
+// UnmapPhysical gives the pages back (MADV_DONTNEED) and protects them again,
+// so a stale pointer faults instead of reading garbage. Its streams take
+// `streams` (the delay mode), each with its index on its device.
 class HostBackend final : public SimulatedBackend {
  public:
   HostBackend(int device_count, size_t capacity, HostStreamOptions streams = {})
@@ -45,8 +54,8 @@ class HostBackend final : public SimulatedBackend {
   bool has_bytes() const override { return true; }
   absl::StatusOr<uintptr_t> Reserve(size_t bytes) override;
   absl::Status Unreserve(uintptr_t base, size_t bytes) override;
-  absl::Status Map(int device, uintptr_t addr, size_t bytes) override;
-  absl::Status Unmap(int device, uintptr_t addr, size_t bytes) override;
+  absl::Status SetAccess(uintptr_t addr, size_t bytes, std::span<const int> devices) override;
+  absl::Status UnmapPhysical(uintptr_t addr, size_t bytes) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override;
 
  private:
@@ -63,8 +72,10 @@ class MetaBackend final : public SimulatedBackend {
   bool has_bytes() const override { return false; }
   absl::StatusOr<uintptr_t> Reserve(size_t bytes) override;
   absl::Status Unreserve(uintptr_t, size_t) override { return absl::OkStatus(); }
-  absl::Status Map(int, uintptr_t, size_t) override { return absl::OkStatus(); }
-  absl::Status Unmap(int, uintptr_t, size_t) override { return absl::OkStatus(); }
+  absl::Status SetAccess(uintptr_t, size_t, std::span<const int>) override {
+    return absl::OkStatus();
+  }
+  absl::Status UnmapPhysical(uintptr_t, size_t) override { return absl::OkStatus(); }
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override;
 };
 

@@ -3,47 +3,51 @@
 #include <utility>
 
 #include "base/status_macros.h"
+#include "memory/cuda/current_device.h"
 #include "memory/cuda/driver_api.h"
 
 namespace zero::cuda {
 
 CudaEvent::~CudaEvent() {
-  cudaSetDevice(device_);
+  ScopedDevice on(ordinal_);
   cudaEventDestroy(event_);
 }
 
 bool CudaEvent::Query() const {
-  cudaSetDevice(device_);
+  ScopedDevice on(ordinal_);
   return cudaEventQuery(event_) == cudaSuccess;
 }
 
 absl::Status CudaEvent::Synchronize() const {
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
 }
 
-absl::StatusOr<std::unique_ptr<Stream>> CudaStream::Create(int device) {
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device), "cudaSetDevice"));
+absl::StatusOr<std::unique_ptr<Stream>> CudaStream::Create(int device, int ordinal) {
+  ScopedDevice on(ordinal);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(RuntimeStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                 "cudaStreamCreateWithFlags"));
-  return std::unique_ptr<Stream>(new CudaStream(device, stream, /*owned=*/true));
+  return std::unique_ptr<Stream>(new CudaStream(device, ordinal, stream, /*owned=*/true));
 }
 
-std::unique_ptr<Stream> CudaStream::Wrap(int device, cudaStream_t stream) {
-  return std::unique_ptr<Stream>(new CudaStream(device, stream, /*owned=*/false));
+std::unique_ptr<Stream> CudaStream::Wrap(int device, int ordinal, cudaStream_t stream) {
+  return std::unique_ptr<Stream>(new CudaStream(device, ordinal, stream, /*owned=*/false));
 }
 
 CudaStream::~CudaStream() {
   if (!owned_) return;  // its owner may already have destroyed it
-  cudaSetDevice(device_);
+  ScopedDevice on(ordinal_);
   cudaStreamSynchronize(stream_);
   cudaStreamDestroy(stream_);
 }
 
 absl::Status CudaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
   using Fn = absl::AnyInvocable<void() &&>;
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   auto* heap = new Fn(std::move(fn));
   cudaError_t err = cudaLaunchHostFunc(
       stream_,
@@ -57,18 +61,21 @@ absl::Status CudaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
 }
 
 absl::Status CudaStream::Copy(void* dst, const void* src, size_t bytes) {
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
                        "cudaMemcpyAsync");
 }
 
 absl::Status CudaStream::Fill(void* dst, unsigned char value, size_t bytes) {
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaMemsetAsync(dst, value, bytes, stream_), "cudaMemsetAsync");
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   std::lock_guard<std::mutex> lock(events_mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<CudaEvent> event,
                    events_.Acquire([this]() -> absl::StatusOr<std::shared_ptr<CudaEvent>> {
@@ -76,7 +83,7 @@ absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
                      RETURN_IF_ERROR(RuntimeStatus(
                          cudaEventCreateWithFlags(&created, cudaEventDisableTiming),
                          "cudaEventCreateWithFlags"));
-                     return std::make_shared<CudaEvent>(device_, created);
+                     return std::make_shared<CudaEvent>(ordinal_, created);
                    }));
   RETURN_IF_ERROR(RuntimeStatus(cudaEventRecord(event->native(), stream_), "cudaEventRecord"));
   return std::shared_ptr<Event>(std::move(event));
@@ -94,13 +101,15 @@ absl::Status CudaStream::Wait(const std::shared_ptr<Event>& event) {
     return event == nullptr ? absl::InvalidArgumentError("Wait on a null event")
                             : event->Synchronize();
   }
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaStreamWaitEvent(stream_, cuda_event->native(), 0),
                        "cudaStreamWaitEvent");
 }
 
 absl::Status CudaStream::Synchronize() {
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 

@@ -1,5 +1,7 @@
-// Stream and Event over cudaStream_t / cudaEvent_t. Each call first makes the
-// stream's card current on the calling thread. Record() re-records a pooled
+// Stream and Event over cudaStream_t / cudaEvent_t. Each call makes the
+// stream's card current for its duration and restores the caller's after
+// (memory/cuda/current_device.h). `device` is the index in the DeviceSystem,
+// `ordinal` the CUDA card number ("cuda:2" makes device 0 card 2). Record() re-records a pooled
 // cudaEvent_t that no one holds any more (memory/event_pool.h), so a warm
 // stream creates no events; cudaStreamWaitEvent binds to the record current
 // at the call, so a later re-record cannot confuse an earlier wait.
@@ -19,23 +21,23 @@ namespace zero::cuda {
 // Owns its cudaEvent_t (destroyed with the last holder, pool included).
 class CudaEvent final : public Event {
  public:
-  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  CudaEvent(int ordinal, cudaEvent_t event) : ordinal_(ordinal), event_(event) {}
   ~CudaEvent() override;
   bool Query() const override;
   absl::Status Synchronize() const override;
   cudaEvent_t native() const { return event_; }
 
  private:
-  const int device_;
+  const int ordinal_;
   const cudaEvent_t event_;
 };
 
 class CudaStream final : public Stream {
  public:
-  static absl::StatusOr<std::unique_ptr<Stream>> Create(int device);
+  static absl::StatusOr<std::unique_ptr<Stream>> Create(int device, int ordinal);
   // Borrows `stream` (null is the legacy default stream): the wrapper neither
   // synchronizes nor destroys it, so the owner may destroy it first.
-  static std::unique_ptr<Stream> Wrap(int device, cudaStream_t stream);
+  static std::unique_ptr<Stream> Wrap(int device, int ordinal, cudaStream_t stream);
   ~CudaStream() override;
 
   int device() const override { return device_; }
@@ -50,9 +52,10 @@ class CudaStream final : public Stream {
   size_t events_created();
 
  private:
-  CudaStream(int device, cudaStream_t stream, bool owned)
-      : device_(device), stream_(stream), owned_(owned) {}
+  CudaStream(int device, int ordinal, cudaStream_t stream, bool owned)
+      : device_(device), ordinal_(ordinal), stream_(stream), owned_(owned) {}
   const int device_;
+  const int ordinal_;
   const cudaStream_t stream_;
   const bool owned_;
   std::mutex events_mu_;

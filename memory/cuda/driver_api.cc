@@ -2,7 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace zero::cuda {
 namespace {
@@ -22,13 +26,18 @@ absl::Status Resolve(const char* symbol, int version, Fn* fn) {
   return absl::OkStatus();
 }
 
+std::string CudaVersion(int version) {
+  return absl::StrFormat("%d.%d", version / 1000, version % 1000 / 10);
+}
+
 absl::StatusOr<DriverApi> Load() {
   int count = 0;
   // Initializes the runtime; without a driver this is where we learn it.
-  if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess || count == 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "no CUDA card: %s", err == cudaSuccess ? "zero devices" : cudaGetErrorString(err)));
-  }
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  RETURN_IF_ERROR(ClassifyCudaStart(err, count, driver, CUDART_VERSION));
   DriverApi api{};
   absl::Status s[] = {
       Resolve("cuDeviceGet", 2000, &api.DeviceGet),
@@ -42,6 +51,9 @@ absl::StatusOr<DriverApi> Load() {
       Resolve("cuMemRelease", 10020, &api.MemRelease),
       Resolve("cuMemSetAccess", 10020, &api.MemSetAccess),
       Resolve("cuGetErrorString", 6000, &api.GetErrorString),
+      Resolve("cuCtxGetCurrent", 4000, &api.CtxGetCurrent),
+      Resolve("cuCtxSetCurrent", 4000, &api.CtxSetCurrent),
+      Resolve("cuDevicePrimaryCtxGetState", 7000, &api.DevicePrimaryCtxGetState),
   };
   for (const absl::Status& status : s) {
     if (!status.ok()) return status;
@@ -50,6 +62,28 @@ absl::StatusOr<DriverApi> Load() {
 }
 
 }  // namespace
+
+absl::Status ClassifyCudaStart(int count_error, int count, int driver_version,
+                               int runtime_version) {
+  if (count_error == cudaSuccess) {
+    if (count > 0) return absl::OkStatus();
+    return absl::UnavailableError("no CUDA card: the driver sees zero devices");
+  }
+  if (count_error == cudaErrorNoDevice) return absl::UnavailableError("no CUDA card");
+  const std::string what = absl::StrFormat(
+      "cudaGetDeviceCount: %s (%d)", cudaGetErrorString(static_cast<cudaError_t>(count_error)),
+      count_error);
+  if (count_error == cudaErrorInsufficientDriver && driver_version == 0) {
+    return absl::UnavailableError(absl::StrCat("no CUDA driver: ", what));
+  }
+  if (count_error == cudaErrorInsufficientDriver || driver_version < runtime_version) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the CUDA driver supports CUDA %s, older than the CUDA %s runtime this binary is built "
+        "with; install a newer driver (%s)",
+        CudaVersion(driver_version), CudaVersion(runtime_version), what));
+  }
+  return absl::InternalError(absl::StrCat("the cards cannot be used: ", what));
+}
 
 absl::StatusOr<const DriverApi*> GetDriverApi() {
   static const absl::StatusOr<DriverApi>* api = new absl::StatusOr<DriverApi>(Load());

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "memory/cuda/current_device.h"
 #include "optimizers/cuda/elementwise_kernels.h"
 #include "optimizers/cuda/grid.h"
 #include "optimizers/cuda/ops.h"
@@ -159,10 +160,11 @@ int Launch(const ElementwiseOp& op, cudaStream_t stream) {
 
 int LaunchElementwise(const ElementwiseOp& op, int device, void* stream) {
   if (op.count == 0) return cudaSuccess;
-  if (device >= 0) {
-    if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
-  }
-  return Launch(op, static_cast<cudaStream_t>(stream));
+  const auto st = static_cast<cudaStream_t>(stream);
+  // The stream's own card; `device` only picks the card of the default stream.
+  const ScopedDevice on(st != nullptr ? ScopedDevice::OrdinalOf(st) : device);
+  if (on.status() != cudaSuccess) return on.status();
+  return Launch(op, st);
 }
 
 }  // namespace zero::cuda::internal

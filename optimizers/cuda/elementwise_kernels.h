@@ -21,8 +21,10 @@
 
 namespace zero::cuda::internal {
 
-// Enqueues `op` (validated) on `stream` (a cudaStream_t) of `device` (made
-// current first; -1 keeps the current device). Returns a cudaError_t value.
+// Enqueues `op` (validated) on `stream` (a cudaStream_t), launched on the
+// stream's own card (`device`, a CUDA ordinal, only for the null stream; -1:
+// the current card); the caller's card is current again after. Returns a
+// cudaError_t value.
 int LaunchElementwise(const ElementwiseOp& op, int device, void* stream);
 
 }  // namespace zero::cuda::internal

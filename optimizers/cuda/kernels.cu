@@ -3,6 +3,7 @@
 // (adam_rule.h, sgd_rule.h), over the arithmetic policy of cuda/ops.h.
 #include <cuda_runtime_api.h>
 
+#include "memory/cuda/current_device.h"
 #include "optimizers/cuda/grid.h"
 #include "optimizers/cuda/kernels.h"
 #include "optimizers/cuda/ops.h"
@@ -25,6 +26,8 @@ int Launch(const typename K<Ops>::Scalars& s, const RawLanes& lanes, DType grad,
            size_t n, void* stream) {
   if (n == 0) return cudaSuccess;
   const auto st = static_cast<cudaStream_t>(stream);
+  const ScopedDevice on(ScopedDevice::OrdinalOf(st));  // launch on the stream's card
+  if (on.status() != cudaSuccess) return on.status();
   VisitGradCopy(grad, copy_slot, [&]<class G, class C>() {
     RangeKernel<K<Ops>, G, C><<<BlocksFor(n), kThreads, 0, st>>>(s, lanes, n);
   });

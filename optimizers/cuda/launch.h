@@ -32,7 +32,9 @@ absl::Status FlagInfOrNan(const void* data, DType dtype, size_t count, int32_t* 
                           void* stream);
 
 // Enqueues one element-wise operation (validated: ElementwiseExecutor) on
-// `stream` of card `device` (made current first; -1: the current card).
+// `stream`, on the stream's own card (`device` picks the card only for the
+// null stream; -1: the current card). Every launch here restores the
+// caller's current card.
 // Orders and kernels: cuda/elementwise_kernels.h.
 absl::Status RunElementwise(const ElementwiseOp& op, int device, void* stream);
 

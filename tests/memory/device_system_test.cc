@@ -22,9 +22,35 @@ TEST(DeviceSpecTest, Parses) {
   EXPECT_EQ(ParseDeviceSpec("auto")->kind, DeviceSpec::Kind::kAuto);
 }
 
+TEST(DeviceSpecTest, ParsesCardsAndOptions) {
+  auto spec = ParseDeviceSpec("cuda:0,2,chunk=256MiB,reserve=5%");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->kind, DeviceSpec::Kind::kCuda);
+  EXPECT_EQ(spec->cuda_devices, (std::vector<int>{0, 2}));
+  EXPECT_EQ(spec->space.chunk, 256 * kMiB);
+  EXPECT_DOUBLE_EQ(spec->space.reserve.fraction, 0.05);
+  EXPECT_EQ(ParseDeviceSpec("cuda:3")->cuda_devices, (std::vector<int>{3}));
+  EXPECT_TRUE(ParseDeviceSpec("cuda")->cuda_devices.empty());
+  EXPECT_EQ(ParseDeviceSpec("auto,reserve=4GiB")->space.reserve.bytes, 4 * kGiB);
+  spec = ParseDeviceSpec("host:2x64MiB,chunk=8MiB");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->count, 2);
+  EXPECT_EQ(spec->space.chunk, 8 * kMiB);
+}
+
+TEST(DeviceSpecTest, OptionsReachTheSpace) {
+  auto system = DeviceSystem::Create(*ParseDeviceSpec("host:1x64MiB,chunk=8MiB,reserve=25%"));
+  ASSERT_TRUE(system.ok()) << system.status();
+  EXPECT_EQ((*system)->space().granularity(), 8 * kMiB);
+  EXPECT_EQ((*system)->pool(0).stats().capacity, 48 * kMiB);
+}
+
 TEST(DeviceSpecTest, RejectsNonsense) {
   for (const char* bad : {"tpu", "host:0x1GiB", "host:8", "host:8x", "host:8xlots",
-                          "meta:4x1KiB", "cuda:2x4GiB", "host:-1x4GiB"}) {
+                          "meta:4x1KiB", "cuda:2x4GiB", "host:-1x4GiB", "cuda:0,0", "cuda:-1",
+                          "cuda:x", "auto:3", "host,8x1GiB", "host:2x1GiB,3x1GiB",
+                          "host:2x1GiB,bogus=1", "cuda,chunk=3MiB", "cuda,chunk=1MiB",
+                          "cuda:0,chunk=64MiB,1", "auto,reserve=100%", "auto,reserve=lots", ""}) {
     EXPECT_EQ(ParseDeviceSpec(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
