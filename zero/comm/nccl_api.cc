@@ -13,22 +13,22 @@
 namespace zero::nccl {
 namespace {
 
-constexpr int kMinVersion = 21000; // 2.10.0
+constexpr int kMinVersion = 21000;  // 2.10.0
 
-template <class Fn> bool Resolve(void *library, const char *name, Fn *fn) {
+template <class Fn>
+bool Resolve(void* library, const char* name, Fn* fn) {
   *fn = reinterpret_cast<Fn>(dlsym(library, name));
   return *fn != nullptr;
 }
 
 absl::StatusOr<NcclApi> Load() {
-  const char *env = std::getenv("ZERO_NCCL_LIBRARY");
-  const std::string path =
-      env != nullptr && *env != '\0' ? env : "libnccl.so.2";
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const char* env = std::getenv("ZERO_NCCL_LIBRARY");
+  const std::string path = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
-    const char *why = dlerror();
-    return absl::UnavailableError(absl::StrFormat("NCCL is not available: %s",
-                                                  why != nullptr ? why : path));
+    const char* why = dlerror();
+    return absl::UnavailableError(
+        absl::StrFormat("NCCL is not available: %s", why != nullptr ? why : path));
   }
   NcclApi api;
   const bool ok = Resolve(library, "ncclGetVersion", &api.GetVersion) &&
@@ -52,52 +52,43 @@ absl::StatusOr<NcclApi> Load() {
   Resolve(library, "ncclCommAbort", &api.CommAbort);
   Resolve(library, "ncclCommGetAsyncError", &api.CommGetAsyncError);
   Resolve(library, "ncclCommInitRankConfig", &api.CommInitRankConfig);
-  if (api.GetVersion(&api.version) != ncclSuccess ||
-      api.version < kMinVersion) {
+  if (api.GetVersion(&api.version) != ncclSuccess || api.version < kMinVersion) {
     dlclose(library);
-    return absl::UnavailableError(absl::StrFormat(
-        "%s is NCCL version code %d; need 2.10 or newer", path, api.version));
+    return absl::UnavailableError(
+        absl::StrFormat("%s is NCCL version code %d; need 2.10 or newer", path, api.version));
   }
-  return api; // the library stays loaded for the life of the process
+  return api;  // the library stays loaded for the life of the process
 }
 
-} // namespace
+}  // namespace
 
-absl::StatusOr<const NcclApi *> GetNcclApi() {
+absl::StatusOr<const NcclApi*> GetNcclApi() {
   static const absl::StatusOr<NcclApi> api = Load();
-  if (!api.ok())
-    return api.status();
+  if (!api.ok()) return api.status();
   return &*api;
 }
 
-absl::Status NcclStatus(const NcclApi &api, ncclResult_t result,
-                        const char *what) {
-  if (result == ncclSuccess)
-    return absl::OkStatus();
+absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* what) {
+  if (result == ncclSuccess) return absl::OkStatus();
   const std::string message =
-      absl::StrFormat("%s: %s (%d)", what, api.GetErrorString(result),
-                      static_cast<int>(result));
+      absl::StrFormat("%s: %s (%d)", what, api.GetErrorString(result), static_cast<int>(result));
   if (result == ncclInvalidArgument || result == ncclInvalidUsage) {
     return absl::InvalidArgumentError(message);
   }
   return absl::InternalError(message);
 }
 
-absl::Status AwaitComm(const NcclApi &api, ncclComm_t comm, absl::Time deadline,
-                       const std::string &what) {
-  if (api.CommGetAsyncError == nullptr)
-    return absl::OkStatus();
+absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
+                       const std::string& what) {
+  if (api.CommGetAsyncError == nullptr) return absl::OkStatus();
   // NCCL's own progress threads do the work; the poll only reads a flag.
   absl::Duration pause = absl::Microseconds(10);
   while (true) {
     ncclResult_t state = ncclSuccess;
-    RETURN_IF_ERROR(NcclStatus(api, api.CommGetAsyncError(comm, &state),
-                               "ncclCommGetAsyncError"));
-    if (state != ncclInProgress)
-      return NcclStatus(api, state, what.c_str());
+    RETURN_IF_ERROR(NcclStatus(api, api.CommGetAsyncError(comm, &state), "ncclCommGetAsyncError"));
+    if (state != ncclInProgress) return NcclStatus(api, state, what.c_str());
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrFormat("%s did not finish in time", what));
+      return absl::DeadlineExceededError(absl::StrFormat("%s did not finish in time", what));
     }
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(1));
@@ -106,26 +97,20 @@ absl::Status AwaitComm(const NcclApi &api, ncclComm_t comm, absl::Time deadline,
 
 ncclDataType_t ToNccl(DType dtype) {
   switch (dtype) {
-  case DType::kF32:
-    return ncclFloat32;
-  case DType::kBF16:
-    return ncclBfloat16;
-  case DType::kF16:
-    return ncclFloat16;
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t ToNccl(ReduceOp op) {
   switch (op) {
-  case ReduceOp::kSum:
-    return ncclSum;
-  case ReduceOp::kAvg:
-    return ncclAvg;
-  case ReduceOp::kMax:
-    return ncclMax;
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
   }
   return ncclSum;
 }
 
-} // namespace zero::nccl
+}  // namespace zero::nccl

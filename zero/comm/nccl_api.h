@@ -17,7 +17,7 @@
 namespace zero::nccl {
 
 struct NcclApi {
-  int version = 0; // NCCL_VERSION_CODE of the loaded library, e.g. 22809
+  int version = 0;  // NCCL_VERSION_CODE of the loaded library, e.g. 22809
   decltype(&::ncclGetVersion) GetVersion = nullptr;
   decltype(&::ncclGetUniqueId) GetUniqueId = nullptr;
   decltype(&::ncclCommInitRank) CommInitRank = nullptr;
@@ -42,23 +42,22 @@ struct NcclApi {
 // Loads the library once per process (thread-safe; never unloaded).
 // Unavailable when it is missing, lacks a required symbol, or is older than
 // 2.10 (the first with bf16 and ncclAvg).
-absl::StatusOr<const NcclApi *> GetNcclApi();
+absl::StatusOr<const NcclApi*> GetNcclApi();
 
 // OK for ncclSuccess; else "what: <NCCL's message> (code)" as InvalidArgument
 // (invalid argument or usage) or Internal.
-absl::Status NcclStatus(const NcclApi &api, ncclResult_t result,
-                        const char *what);
+absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* what);
 
 // Waits while a non-blocking communicator reports ncclInProgress (after its
 // initialization or a call that returned ncclInProgress), polling
 // ncclCommGetAsyncError until `deadline`: OK once it reports ncclSuccess, the
 // error it reports, or DeadlineExceeded naming `what`. OK at once without
 // CommGetAsyncError (then the communicator is blocking).
-absl::Status AwaitComm(const NcclApi &api, ncclComm_t comm, absl::Time deadline,
-                       const std::string &what);
+absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
+                       const std::string& what);
 
 // Both total over valid enums (ValidateCall runs first).
 ncclDataType_t ToNccl(DType dtype);
 ncclRedOp_t ToNccl(ReduceOp op);
 
-} // namespace zero::nccl
+}  // namespace zero::nccl

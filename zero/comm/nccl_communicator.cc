@@ -23,13 +23,17 @@ namespace {
 // for a missing rank. After ncclCommAbort the comm is freed: nothing calls
 // NCCL with it again (aborted_).
 class NcclCommunicator final : public Communicator {
-public:
-  NcclCommunicator(const NcclApi *api, ncclComm_t comm, int rank,
-                   int world_size, std::unique_ptr<NcclRankDevice> device,
-                   std::unique_ptr<NcclSequenceCheck> check,
+ public:
+  NcclCommunicator(const NcclApi* api, ncclComm_t comm, int rank, int world_size,
+                   std::unique_ptr<NcclRankDevice> device, std::unique_ptr<NcclSequenceCheck> check,
                    NcclOptions options)
-      : api_(api), comm_(comm), rank_(rank), world_size_(world_size),
-        device_(std::move(device)), check_(std::move(check)), options_(options),
+      : api_(api),
+        comm_(comm),
+        rank_(rank),
+        world_size_(world_size),
+        device_(std::move(device)),
+        check_(std::move(check)),
+        options_(options),
         history_(static_cast<size_t>(options.check_every)),
         watchdog_(api, comm, rank, options.timeout),
         watcher_([this] { Watch(); }) {}
@@ -42,33 +46,30 @@ public:
     wake_.notify_all();
     watcher_.join();
     if (!aborted_)
-      (void)device_->OnCard([&] {
-        return NcclStatus(*api_, api_->CommDestroy(comm_), "ncclCommDestroy");
-      });
+      (void)device_->OnCard(
+          [&] { return NcclStatus(*api_, api_->CommDestroy(comm_), "ncclCommDestroy"); });
   }
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
-  void Abort(const absl::Status &reason) override {
+  void Abort(const absl::Status& reason) override {
     std::lock_guard lock(mu_);
-    AbortLocked(reason.ok() ? absl::CancelledError("communicator aborted")
-                            : reason);
+    AbortLocked(reason.ok() ? absl::CancelledError("communicator aborted") : reason);
   }
   absl::Status AsyncError() const override {
     std::lock_guard lock(mu_);
     return PollLocked();
   }
 
-protected:
-  absl::Status Execute(const CollectiveCall &call, const void *send, void *recv,
-                       Stream *stream, const absl::Status &invalid) override;
+ protected:
+  absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
+                       const absl::Status& invalid) override;
 
-private:
-  absl::Status CheckStream(const CollectiveCall &call, Stream *stream) const;
-  absl::Status ExecuteOnCard(const CollectiveCall &call, const void *send,
-                             void *recv, cudaStream_t s, uint64_t seq,
-                             const absl::Status &bad);
-  absl::Status Issue(const CollectiveCall &call, const void *send, void *recv,
+ private:
+  absl::Status CheckStream(const CollectiveCall& call, Stream* stream) const;
+  absl::Status ExecuteOnCard(const CollectiveCall& call, const void* send, void* recv,
+                             cudaStream_t s, uint64_t seq, const absl::Status& bad);
+  absl::Status Issue(const CollectiveCall& call, const void* send, void* recv,
                      cudaStream_t s) const;
   absl::Status Check(cudaStream_t stream);
   // Both with mu_ held. Poll keeps the first failure and aborts on it.
@@ -76,44 +77,38 @@ private:
   void AbortLocked(absl::Status reason) const;
   void Watch();
 
-  const NcclApi *const api_;
+  const NcclApi* const api_;
   const ncclComm_t comm_;
   const int rank_;
   const int world_size_;
   const std::unique_ptr<NcclRankDevice> device_;
   const std::unique_ptr<NcclSequenceCheck> check_;
   const NcclOptions options_;
-  CallHistory history_; // rank thread only
+  CallHistory history_;  // rank thread only
 
   mutable std::mutex mu_;
-  mutable NcclWatchdog watchdog_; // guarded by mu_
-  mutable absl::Status poison_;   // guarded by mu_: the first failure
-  mutable bool aborted_ =
-      false; // guarded by mu_ (read unlocked once watcher_ ended)
-  mutable std::atomic<bool> stop_{
-      false};            // set with poison_, read while waiting unlocked
-  bool closing_ = false; // guarded by mu_
+  mutable NcclWatchdog watchdog_;          // guarded by mu_
+  mutable absl::Status poison_;            // guarded by mu_: the first failure
+  mutable bool aborted_ = false;           // guarded by mu_ (read unlocked once watcher_ ended)
+  mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
+  bool closing_ = false;                   // guarded by mu_
   std::condition_variable wake_;
-  std::thread watcher_; // last: starts once the rest exists
+  std::thread watcher_;  // last: starts once the rest exists
 };
 
 void NcclCommunicator::AbortLocked(absl::Status reason) const {
-  if (poison_.ok())
-    poison_ = std::move(reason);
+  if (poison_.ok()) poison_ = std::move(reason);
   stop_ = true;
   if (!aborted_ && api_->CommAbort != nullptr) {
     aborted_ = true;
-    api_->CommAbort(
-        comm_); // ends this rank's NCCL kernels, so its streams drain
+    api_->CommAbort(comm_);  // ends this rank's NCCL kernels, so its streams drain
   }
 }
 
 absl::Status NcclCommunicator::PollLocked() const {
-  if (!poison_.ok() || aborted_)
-    return poison_;
+  if (!poison_.ok() || aborted_) return poison_;
   absl::Status status = watchdog_.Poll(absl::Now());
-  if (!status.ok())
-    AbortLocked(status);
+  if (!status.ok()) AbortLocked(status);
   return status;
 }
 
@@ -121,41 +116,35 @@ void NcclCommunicator::Watch() {
   std::unique_lock lock(mu_);
   while (!closing_ && !aborted_) {
     wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.poll_interval));
-    if (!closing_)
-      (void)PollLocked();
+    if (!closing_) (void)PollLocked();
   }
 }
 
-absl::Status NcclCommunicator::Issue(const CollectiveCall &call,
-                                     const void *send, void *recv,
+absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* send, void* recv,
                                      cudaStream_t s) const {
   const ncclDataType_t type = ToNccl(call.dtype);
   ncclResult_t result = ncclSuccess;
   switch (call.kind) {
-  case CollectiveKind::kAllGather:
-    result = api_->AllGather(send, recv, call.count, type, comm_, s);
-    break;
-  case CollectiveKind::kReduceScatter:
-    result = api_->ReduceScatter(send, recv, call.count, type, ToNccl(call.op),
-                                 comm_, s);
-    break;
-  case CollectiveKind::kAllReduce:
-    result = api_->AllReduce(send, recv, call.count, type, ToNccl(call.op),
-                             comm_, s);
-    break;
-  case CollectiveKind::kBroadcast:
-    result = api_->Broadcast(send, recv, call.count, type, call.root, comm_, s);
-    break;
-  case CollectiveKind::kBarrier: { // NCCL has none: a one-element all-reduce
-                                   // orders the streams
-    float *scratch = device_->scratch();
-    result =
-        api_->AllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm_, s);
-    break;
+    case CollectiveKind::kAllGather:
+      result = api_->AllGather(send, recv, call.count, type, comm_, s);
+      break;
+    case CollectiveKind::kReduceScatter:
+      result = api_->ReduceScatter(send, recv, call.count, type, ToNccl(call.op), comm_, s);
+      break;
+    case CollectiveKind::kAllReduce:
+      result = api_->AllReduce(send, recv, call.count, type, ToNccl(call.op), comm_, s);
+      break;
+    case CollectiveKind::kBroadcast:
+      result = api_->Broadcast(send, recv, call.count, type, call.root, comm_, s);
+      break;
+    case CollectiveKind::kBarrier: {  // NCCL has none: a one-element all-reduce
+                                      // orders the streams
+      float* scratch = device_->scratch();
+      result = api_->AllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm_, s);
+      break;
+    }
   }
-  }
-  const std::string what =
-      absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
+  const std::string what = absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
   // A non-blocking communicator may still be enqueueing: wait for it, to the
   // deadline.
   if (result == ncclInProgress)
@@ -166,26 +155,21 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall &call,
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
   {
     std::lock_guard lock(mu_);
-    if (!poison_.ok())
-      return poison_;
+    if (!poison_.ok()) return poison_;
     RETURN_IF_ERROR(check_->Start(*api_, comm_, history_, stream));
   }
-  absl::Status status =
-      check_->Finish(stream, absl::Now() + options_.check_timeout, stop_);
-  if (absl::IsDeadlineExceeded(status))
-    Abort(status); // NCCL would wait forever
+  absl::Status status = check_->Finish(stream, absl::Now() + options_.check_timeout, stop_);
+  if (absl::IsDeadlineExceeded(status)) Abort(status);  // NCCL would wait forever
   return status;
 }
 
 // This rank's arguments: a CUDA stream, on the rank's card.
-absl::Status NcclCommunicator::CheckStream(const CollectiveCall &call,
-                                           Stream *stream) const {
-  if (stream == nullptr)
-    return absl::OkStatus();
+absl::Status NcclCommunicator::CheckStream(const CollectiveCall& call, Stream* stream) const {
+  if (stream == nullptr) return absl::OkStatus();
   const auto s = static_cast<cudaStream_t>(stream->native_handle());
   if (s == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s on rank %d: NCCL needs a CUDA stream", call.ToString(), rank_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s on rank %d: NCCL needs a CUDA stream", call.ToString(), rank_));
   }
   const int card = device_->StreamOrdinal(s);
   if (card >= 0 && card != device_->ordinal()) {
@@ -197,10 +181,8 @@ absl::Status NcclCommunicator::CheckStream(const CollectiveCall &call,
   return absl::OkStatus();
 }
 
-absl::Status NcclCommunicator::Execute(const CollectiveCall &call,
-                                       const void *send, void *recv,
-                                       Stream *stream,
-                                       const absl::Status &invalid) {
+absl::Status NcclCommunicator::Execute(const CollectiveCall& call, const void* send, void* recv,
+                                       Stream* stream, const absl::Status& invalid) {
   const absl::Status bad = invalid.ok() ? CheckStream(call, stream) : invalid;
   {
     std::lock_guard lock(mu_);
@@ -208,21 +190,17 @@ absl::Status NcclCommunicator::Execute(const CollectiveCall &call,
   }
   const uint64_t seq = history_.Record(call, bad.ok());
   const cudaStream_t s =
-      stream != nullptr ? static_cast<cudaStream_t>(stream->native_handle())
-                        : nullptr;
-  return device_->OnCard(
-      [&] { return ExecuteOnCard(call, send, recv, s, seq, bad); });
+      stream != nullptr ? static_cast<cudaStream_t>(stream->native_handle()) : nullptr;
+  return device_->OnCard([&] { return ExecuteOnCard(call, send, recv, s, seq, bad); });
 }
 
-absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall &call,
-                                             const void *send, void *recv,
-                                             cudaStream_t s, uint64_t seq,
-                                             const absl::Status &bad) {
+absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const void* send,
+                                             void* recv, cudaStream_t s, uint64_t seq,
+                                             const absl::Status& bad) {
   if (check_ != nullptr && seq % options_.check_every == 0) {
     if (absl::Status status = Check(s); !status.ok()) {
       std::lock_guard lock(mu_);
-      if (poison_.ok())
-        poison_ = status;
+      if (poison_.ok()) poison_ = status;
       stop_ = true;
       return bad.ok() ? status : bad;
     }
@@ -233,29 +211,25 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall &call,
     AbortLocked(RankFailedError(seq, rank_, bad));
     return bad;
   }
-  if (!poison_.ok())
-    return poison_;
+  if (!poison_.ok()) return poison_;
   absl::Status status = Issue(call, send, recv, s);
   if (status.ok()) {
     absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
-    if (marker.ok())
-      watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());
+    if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());
     status = marker.status();
   }
-  if (!status.ok())
-    AbortLocked(status); // the peers wait for this rank in vain
+  if (!status.ok()) AbortLocked(status);  // the peers wait for this rank in vain
   return status;
 }
 
-} // namespace
+}  // namespace
 
-std::unique_ptr<Communicator>
-WrapComm(const NcclApi *api, ncclComm_t comm, int rank, int world_size,
-         std::unique_ptr<NcclRankDevice> device, NcclOptions options,
-         std::unique_ptr<NcclSequenceCheck> check) {
-  return std::make_unique<NcclCommunicator>(api, comm, rank, world_size,
-                                            std::move(device), std::move(check),
-                                            options);
+std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int rank,
+                                       int world_size, std::unique_ptr<NcclRankDevice> device,
+                                       NcclOptions options,
+                                       std::unique_ptr<NcclSequenceCheck> check) {
+  return std::make_unique<NcclCommunicator>(api, comm, rank, world_size, std::move(device),
+                                            std::move(check), options);
 }
 
-} // namespace zero::nccl
+}  // namespace zero::nccl

@@ -66,22 +66,21 @@ struct NcclOptions {
 };
 
 class NcclGroup {
-public:
+ public:
   // One process drives every card in `devices` (CUDA ordinals, not the
   // DeviceSystem's indices: with a `cuda:2,3` spec its device 0 is card 2),
   // rank i on devices[i]. Drive each rank from its own thread.
-  static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>>
-  CreateAll(absl::Span<const int> devices, NcclOptions options = {});
+  static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> CreateAll(
+      absl::Span<const int> devices, NcclOptions options = {});
 
   // One process per node: this one holds ranks first_rank ... first_rank +
   // devices.size() - 1 of world_size, on `devices`. The process holding rank 0
   // creates NCCL's unique id and publishes it through `rendezvous`
   // (file_rendezvous.h); the others wait for it. Every process must call this
   // with the same world_size and path.
-  static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>>
-  CreateMultiNode(int first_rank, int world_size,
-                  const FileRendezvous &rendezvous,
-                  absl::Span<const int> devices, NcclOptions options = {});
+  static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> CreateMultiNode(
+      int first_rank, int world_size, const FileRendezvous& rendezvous,
+      absl::Span<const int> devices, NcclOptions options = {});
 };
 
 // ncclGroupStart/End: collectives issued by this thread in between, on
@@ -90,7 +89,7 @@ public:
 absl::Status NcclGroupStart();
 absl::Status NcclGroupEnd();
 
-} // namespace zero
+}  // namespace zero
 
 namespace zero::nccl {
 
@@ -98,21 +97,21 @@ namespace zero::nccl {
 // `world_size` on `device`: what NcclGroup does for each rank, open to tests
 // with a fake NcclApi and NcclRankDevice. `check` is needed iff
 // options.check_every > 0.
-std::unique_ptr<Communicator>
-WrapComm(const NcclApi *api, ncclComm_t comm, int rank, int world_size,
-         std::unique_ptr<NcclRankDevice> device, NcclOptions options,
-         std::unique_ptr<NcclSequenceCheck> check = nullptr);
+std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int rank,
+                                       int world_size, std::unique_ptr<NcclRankDevice> device,
+                                       NcclOptions options,
+                                       std::unique_ptr<NcclSequenceCheck> check = nullptr);
 
-using OnCardFn = absl::Status (*)(int ordinal,
-                                  absl::FunctionRef<absl::Status()> body);
+using OnCardFn = absl::Status (*)(int ordinal, absl::FunctionRef<absl::Status()> body);
 
 // Initializes ranks first_rank + i on devices[i] of a world of `world_size`
 // inside one group, non-blocking where the library can (2.14+), and waits
 // for them until `timeout`: DeadlineExceeded naming the rank that did not
 // finish (its peers never came), and every comm started is aborted.
-absl::StatusOr<std::vector<ncclComm_t>>
-InitComms(const NcclApi &api, const ncclUniqueId &id, int first_rank,
-          int world_size, absl::Span<const int> devices, absl::Duration timeout,
-          OnCardFn on_card = RunOnCard);
+absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const ncclUniqueId& id,
+                                                  int first_rank, int world_size,
+                                                  absl::Span<const int> devices,
+                                                  absl::Duration timeout,
+                                                  OnCardFn on_card = RunOnCard);
 
-} // namespace zero::nccl
+}  // namespace zero::nccl

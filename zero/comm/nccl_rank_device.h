@@ -17,14 +17,14 @@ namespace zero::nccl {
 
 // The end of the work enqueued on a stream when it was made (a CUDA event).
 class ProgressMarker {
-public:
+ public:
   virtual ~ProgressMarker() = default;
   // True once that work finished; never blocks.
   virtual absl::StatusOr<bool> Done() = 0;
 };
 
 class NcclRankDevice {
-public:
+ public:
   virtual ~NcclRankDevice() = default;
   // The rank's CUDA ordinal.
   virtual int ordinal() const = 0;
@@ -35,10 +35,9 @@ public:
   // own card afterwards.
   virtual absl::Status OnCard(absl::FunctionRef<absl::Status()> body) = 0;
   // Marks `stream`'s work so far; call with the card current.
-  virtual absl::StatusOr<std::unique_ptr<ProgressMarker>>
-  Mark(cudaStream_t stream) = 0;
+  virtual absl::StatusOr<std::unique_ptr<ProgressMarker>> Mark(cudaStream_t stream) = 0;
   // One float on the card that the barrier reduces.
-  virtual float *scratch() = 0;
+  virtual float* scratch() = 0;
 };
 
 // The real one: allocates the scratch float on card `ordinal`.
@@ -47,4 +46,4 @@ absl::StatusOr<std::unique_ptr<NcclRankDevice>> MakeCudaRankDevice(int ordinal);
 // Runs `body` with card `ordinal` current, restoring the caller's card.
 absl::Status RunOnCard(int ordinal, absl::FunctionRef<absl::Status()> body);
 
-} // namespace zero::nccl
+}  // namespace zero::nccl

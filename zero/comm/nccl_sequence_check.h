@@ -29,33 +29,32 @@
 namespace zero::nccl {
 
 class NcclSequenceCheck {
-public:
+ public:
   // Allocates its buffers on `device` (the communicator's card).
-  static absl::StatusOr<std::unique_ptr<NcclSequenceCheck>>
-  Create(int device, int rank, int world_size, int window);
+  static absl::StatusOr<std::unique_ptr<NcclSequenceCheck>> Create(int device, int rank,
+                                                                   int world_size, int window);
   ~NcclSequenceCheck();
-  NcclSequenceCheck(const NcclSequenceCheck &) = delete;
-  NcclSequenceCheck &operator=(const NcclSequenceCheck &) = delete;
+  NcclSequenceCheck(const NcclSequenceCheck&) = delete;
+  NcclSequenceCheck& operator=(const NcclSequenceCheck&) = delete;
 
   // Enqueues the exchange of `history` on `stream` (the device is current).
-  absl::Status Start(const NcclApi &api, ncclComm_t comm,
-                     const CallHistory &history, cudaStream_t stream);
+  absl::Status Start(const NcclApi& api, ncclComm_t comm, const CallHistory& history,
+                     cudaStream_t stream);
   // Waits for it until `deadline`, or until `stop` turns true (then
   // Cancelled), and compares the ranks' histories.
-  absl::Status Finish(cudaStream_t stream, absl::Time deadline,
-                      const std::atomic<bool> &stop);
+  absl::Status Finish(cudaStream_t stream, absl::Time deadline, const std::atomic<bool>& stop);
 
-private:
+ private:
   NcclSequenceCheck(int device, int rank, int world_size, int window);
 
   const int device_;
   const int rank_;
   const int world_size_;
   const int window_;
-  const size_t words_; // per rank
-  uint64_t *device_buffer_ = nullptr;
-  uint64_t *host_buffer_ = nullptr; // pinned, so the copy back is truly async
+  const size_t words_;  // per rank
+  uint64_t* device_buffer_ = nullptr;
+  uint64_t* host_buffer_ = nullptr;  // pinned, so the copy back is truly async
   uint64_t check_seq_ = 0;
 };
 
-} // namespace zero::nccl
+}  // namespace zero::nccl

@@ -20,16 +20,15 @@
 namespace zero::nccl {
 
 class NcclWatchdog {
-public:
+ public:
   // `timeout`: how long a collective may take from its enqueueing to its
   // end on the stream. `comm` must outlive the watchdog or Poll's last call.
-  NcclWatchdog(const NcclApi *api, ncclComm_t comm, int rank,
-               absl::Duration timeout);
+  NcclWatchdog(const NcclApi* api, ncclComm_t comm, int rank, absl::Duration timeout);
 
   // Collective number `seq`, described by `what` (CollectiveCall::ToString),
   // ends at `marker`, enqueued at `now`.
-  void Track(uint64_t seq, std::string what,
-             std::unique_ptr<ProgressMarker> marker, absl::Time now);
+  void Track(uint64_t seq, std::string what, std::unique_ptr<ProgressMarker> marker,
+             absl::Time now);
 
   // OK while healthy. Else the error NCCL reports (ncclCommGetAsyncError),
   // or DeadlineExceeded naming the rank and the oldest unfinished
@@ -39,7 +38,7 @@ public:
   // Collectives enqueued and not yet seen finished.
   size_t pending() const { return pending_.size(); }
 
-private:
+ private:
   struct Pending {
     uint64_t seq;
     std::string what;
@@ -48,12 +47,11 @@ private:
   };
   absl::Status AsyncError() const;
 
-  const NcclApi *const api_;
+  const NcclApi* const api_;
   const ncclComm_t comm_;
   const int rank_;
   const absl::Duration timeout_;
-  std::deque<Pending>
-      pending_; // in stream order: the first unfinished one is the oldest
+  std::deque<Pending> pending_;  // in stream order: the first unfinished one is the oldest
 };
 
-} // namespace zero::nccl
+}  // namespace zero::nccl
