@@ -42,6 +42,10 @@ class NcclCommunicator final : public Communicator {
     {
       std::lock_guard lock(mu_);
       closing_ = true;
+      // ncclCommDestroy would wait for collectives a peer may never join.
+      if (PollLocked().ok() && watchdog_.pending() > 0) {
+        AbortLocked(absl::CancelledError("destroyed with collectives in flight"));
+      }
     }
     wake_.notify_all();
     watcher_.join();

@@ -197,6 +197,13 @@ TEST_F(NcclWatchdogTest, AsyncErrorAbortsAndIsReturned) {
   EXPECT_EQ(comm.Barrier(nullptr), failure);
 }
 
+TEST_F(NcclWatchdogTest, DestroyedWithWorkInFlightAbortsInsteadOfWaiting) {
+  MakeWorld(2, {.timeout = absl::Seconds(30)});  // rank 1 never calls
+  ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
+  comms_[0].reset();
+  EXPECT_EQ(world_.comms[0]->aborts, 1);
+}
+
 TEST_F(NcclWatchdogTest, FinishedCollectivesNeverTimeOut) {
   MakeWorld(1);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
@@ -224,7 +231,9 @@ TEST_F(NcclWatchdogTest, StreamOnAnotherCardIsThisRanksInvalidArgument) {
 // communicator through a whole step, as engines do.
 TEST_F(NcclWatchdogTest, ThreadPerRankRunsAndAStoppedRankFailsEveryPeer) {
   constexpr int kRanks = 4, kCalls = 20, kStopAt = 10;
-  MakeWorld(kRanks);
+  // Long enough that a slow thread (sanitizers, a busy machine) is not taken
+  // for the stopped rank.
+  MakeWorld(kRanks, {.timeout = absl::Milliseconds(500), .poll_interval = absl::Milliseconds(2)});
   std::vector<absl::Status> results(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
@@ -233,9 +242,9 @@ TEST_F(NcclWatchdogTest, ThreadPerRankRunsAndAStoppedRankFailsEveryPeer) {
       float send[4] = {}, gathered[4 * kRanks] = {};
       for (int i = 0; i < kCalls && results[r].ok(); ++i) {
         if (r == kRanks - 1 && i == kStopAt) return;  // this rank stops mid-step
-        results[r] = i % 2 == 0 ? comm.AllGather(send, gathered, 4, DType::kF32, nullptr)
-                                : comm.AllReduce(send, send, 4, DType::kBF16, ReduceOp::kAvg,
-                                                 nullptr);
+        results[r] = i % 2 == 0
+                         ? comm.AllGather(send, gathered, 4, DType::kF32, nullptr)
+                         : comm.AllReduce(send, send, 4, DType::kBF16, ReduceOp::kAvg, nullptr);
       }
       if (results[r].ok()) results[r] = AwaitFailure(comm);
     });
@@ -252,7 +261,7 @@ TEST_F(NcclWatchdogTest, ThreadPerRankRunsAndAStoppedRankFailsEveryPeer) {
 
 TEST_F(NcclWatchdogTest, ThreadPerRankAllHealthyWhenEveryRankCalls) {
   constexpr int kRanks = 4, kCalls = 50;
-  MakeWorld(kRanks);
+  MakeWorld(kRanks, {.timeout = absl::Seconds(30), .poll_interval = absl::Milliseconds(2)});
   std::vector<std::thread> threads;
   std::vector<absl::Status> results(kRanks);
   for (int r = 0; r < kRanks; ++r) {
@@ -261,7 +270,6 @@ TEST_F(NcclWatchdogTest, ThreadPerRankAllHealthyWhenEveryRankCalls) {
     });
   }
   for (std::thread& t : threads) t.join();
-  absl::SleepFor(Fast().timeout * 2);
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_TRUE(results[r].ok()) << results[r];
     EXPECT_TRUE(comms_[r]->AsyncError().ok()) << comms_[r]->AsyncError();
