@@ -1,5 +1,6 @@
 #include "zero/comm/nccl_communicator.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
