@@ -150,8 +150,8 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
     }
   }
   const std::string what = absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
-  // A non-blocking communicator may still be enqueueing: wait for it, to the
-  // deadline.
+  // A non-blocking communicator may still be enqueueing (e.g. connecting):
+  // wait for it, to the deadline. mu_ stays held, so Abort waits as long.
   if (result == ncclInProgress)
     return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what);
   return NcclStatus(*api_, result, what.c_str());
