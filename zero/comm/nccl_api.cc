@@ -2,10 +2,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
 
 namespace zero::nccl {
 namespace {
@@ -48,6 +51,7 @@ absl::StatusOr<NcclApi> Load() {
   }
   Resolve(library, "ncclCommAbort", &api.CommAbort);
   Resolve(library, "ncclCommGetAsyncError", &api.CommGetAsyncError);
+  Resolve(library, "ncclCommInitRankConfig", &api.CommInitRankConfig);
   if (api.GetVersion(&api.version) != ncclSuccess || api.version < kMinVersion) {
     dlclose(library);
     return absl::UnavailableError(
@@ -72,6 +76,23 @@ absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* wha
     return absl::InvalidArgumentError(message);
   }
   return absl::InternalError(message);
+}
+
+absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
+                       const std::string& what) {
+  if (api.CommGetAsyncError == nullptr) return absl::OkStatus();
+  // NCCL's own progress threads do the work; the poll only reads a flag.
+  absl::Duration pause = absl::Microseconds(10);
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    RETURN_IF_ERROR(NcclStatus(api, api.CommGetAsyncError(comm, &state), "ncclCommGetAsyncError"));
+    if (state != ncclInProgress) return NcclStatus(api, state, what.c_str());
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat("%s did not finish in time", what));
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(1));
+  }
 }
 
 ncclDataType_t ToNccl(DType dtype) {

@@ -6,8 +6,11 @@
 
 #include <nccl.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/dtype.h"
 #include "zero/comm/collective.h"
 
@@ -27,9 +30,13 @@ struct NcclApi {
   decltype(&::ncclGroupStart) GroupStart = nullptr;
   decltype(&::ncclGroupEnd) GroupEnd = nullptr;
   decltype(&::ncclGetErrorString) GetErrorString = nullptr;
-  // Optional: nullptr when the library lacks them.
+  // Optional: nullptr when the library lacks them. Without
+  // CommInitRankConfig (before 2.14) communicators are blocking and
+  // initialization has no timeout; without CommAbort or CommGetAsyncError
+  // the watchdog can only report a hang, not end it.
   decltype(&::ncclCommAbort) CommAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
+  decltype(&::ncclCommInitRankConfig) CommInitRankConfig = nullptr;
 };
 
 // Loads the library once per process (thread-safe; never unloaded).
@@ -40,6 +47,14 @@ absl::StatusOr<const NcclApi*> GetNcclApi();
 // OK for ncclSuccess; else "what: <NCCL's message> (code)" as InvalidArgument
 // (invalid argument or usage) or Internal.
 absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* what);
+
+// Waits while a non-blocking communicator reports ncclInProgress (after its
+// initialization or a call that returned ncclInProgress), polling
+// ncclCommGetAsyncError until `deadline`: OK once it reports ncclSuccess, the
+// error it reports, or DeadlineExceeded naming `what`. OK at once without
+// CommGetAsyncError (then the communicator is blocking).
+absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
+                       const std::string& what);
 
 // Both total over valid enums (ValidateCall runs first).
 ncclDataType_t ToNccl(DType dtype);

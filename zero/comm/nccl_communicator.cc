@@ -1,118 +1,128 @@
 #include "zero/comm/nccl_communicator.h"
 
-#include <cuda_runtime_api.h>
-
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "memory/cuda/driver_api.h"
 #include "zero/comm/call_history.h"
 #include "zero/comm/comm_errors.h"
-#include "zero/comm/nccl_api.h"
-#include "zero/comm/nccl_sequence_check.h"
+#include "zero/comm/nccl_watchdog.h"
 
-namespace zero {
+namespace zero::nccl {
 namespace {
 
-using cuda::RuntimeStatus;
-using nccl::NcclApi;
-using nccl::NcclSequenceCheck;
-using nccl::NcclStatus;
-using nccl::ToNccl;
-
-// Thread-safety: Execute runs on the rank's thread; Abort may come from any
-// thread. mu_ is held while NCCL calls are enqueued (brief: they are
-// asynchronous), never while waiting on the stream, so Abort can interrupt
-// a sequence check that waits for a missing rank.
+// Thread-safety: Execute runs on the rank's thread; Abort and AsyncError may
+// come from any thread; the watchdog thread polls every
+// options.poll_interval. mu_ is held while NCCL calls are enqueued (brief:
+// they are asynchronous) and while polling (never blocks), never while
+// waiting on the stream, so Abort can interrupt a sequence check that waits
+// for a missing rank. After ncclCommAbort the comm is freed: nothing calls
+// NCCL with it again (aborted_).
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const NcclApi* api, ncclComm_t comm, int rank, int world_size, int device,
-                   float* scratch, std::unique_ptr<NcclSequenceCheck> check, NcclOptions options)
+  NcclCommunicator(const NcclApi* api, ncclComm_t comm, int rank, int world_size,
+                   std::unique_ptr<NcclRankDevice> device, std::unique_ptr<NcclSequenceCheck> check,
+                   NcclOptions options)
       : api_(api),
         comm_(comm),
         rank_(rank),
         world_size_(world_size),
-        device_(device),
-        scratch_(scratch),
+        device_(std::move(device)),
         check_(std::move(check)),
         options_(options),
-        history_(static_cast<size_t>(options.check_every)) {}
+        history_(static_cast<size_t>(options.check_every)),
+        watchdog_(api, comm, rank, options.timeout),
+        watcher_([this] { Watch(); }) {}
 
   ~NcclCommunicator() override {
-    cudaSetDevice(device_);
-    if (!aborted_) api_->CommDestroy(comm_);
-    cudaFree(scratch_);
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+      // ncclCommDestroy would wait for collectives a peer may never join.
+      if (PollLocked().ok() && watchdog_.pending() > 0) {
+        AbortLocked(absl::CancelledError("destroyed with collectives in flight"));
+      }
+    }
+    wake_.notify_all();
+    watcher_.join();
+    if (!aborted_)
+      (void)device_->OnCard(
+          [&] { return NcclStatus(*api_, api_->CommDestroy(comm_), "ncclCommDestroy"); });
   }
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
-  void Abort(const absl::Status& reason) override;
-  absl::Status AsyncError() const override;
+  void Abort(const absl::Status& reason) override {
+    std::lock_guard lock(mu_);
+    AbortLocked(reason.ok() ? absl::CancelledError("communicator aborted") : reason);
+  }
+  absl::Status AsyncError() const override {
+    std::lock_guard lock(mu_);
+    return PollLocked();
+  }
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
                        const absl::Status& invalid) override;
 
  private:
+  absl::Status CheckStream(const CollectiveCall& call, Stream* stream) const;
+  absl::Status ExecuteOnCard(const CollectiveCall& call, const void* send, void* recv,
+                             cudaStream_t s, uint64_t seq, const absl::Status& bad);
   absl::Status Issue(const CollectiveCall& call, const void* send, void* recv,
                      cudaStream_t s) const;
   absl::Status Check(cudaStream_t stream);
-  // Keeps the first error; later calls return it.
-  void Poison(absl::Status status);
+  // Both with mu_ held. Poll keeps the first failure and aborts on it.
+  absl::Status PollLocked() const;
+  void AbortLocked(absl::Status reason) const;
+  void Watch();
 
   const NcclApi* const api_;
   const ncclComm_t comm_;
   const int rank_;
   const int world_size_;
-  const int device_;
-  float* const scratch_;  // one float on the card, for Barrier
+  const std::unique_ptr<NcclRankDevice> device_;
   const std::unique_ptr<NcclSequenceCheck> check_;
   const NcclOptions options_;
   CallHistory history_;  // rank thread only
 
-  // Mutable: AsyncError() keeps what NCCL reports, so later calls fail fast.
   mutable std::mutex mu_;
-  mutable absl::Status poison_;            // guarded by mu_
-  bool aborted_ = false;                   // guarded by mu_ (read unlocked in the destructor)
+  mutable NcclWatchdog watchdog_;          // guarded by mu_
+  mutable absl::Status poison_;            // guarded by mu_: the first failure
+  mutable bool aborted_ = false;           // guarded by mu_ (read unlocked once watcher_ ended)
   mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
+  bool closing_ = false;                   // guarded by mu_
+  std::condition_variable wake_;
+  std::thread watcher_;  // last: starts once the rest exists
 };
 
-void NcclCommunicator::Poison(absl::Status status) {
-  std::lock_guard lock(mu_);
-  if (poison_.ok()) poison_ = std::move(status);
-  stop_ = true;
-}
-
-void NcclCommunicator::Abort(const absl::Status& reason) {
-  std::lock_guard lock(mu_);
-  if (poison_.ok()) poison_ = reason.ok() ? absl::CancelledError("communicator aborted") : reason;
+void NcclCommunicator::AbortLocked(absl::Status reason) const {
+  if (poison_.ok()) poison_ = std::move(reason);
   stop_ = true;
   if (!aborted_ && api_->CommAbort != nullptr) {
     aborted_ = true;
-    api_->CommAbort(comm_);
+    api_->CommAbort(comm_);  // ends this rank's NCCL kernels, so its streams drain
   }
 }
 
-// ncclInProgress is not an error: a nonblocking communicator still working.
-absl::Status NcclCommunicator::AsyncError() const {
-  std::lock_guard lock(mu_);
-  if (!poison_.ok() || aborted_ || api_->CommGetAsyncError == nullptr) return poison_;
-  ncclResult_t async = ncclSuccess;
-  absl::Status status =
-      NcclStatus(*api_, api_->CommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
-  if (status.ok() && async != ncclSuccess && async != ncclInProgress) {
-    status = NcclStatus(*api_, async, "NCCL asynchronous error");
-  }
-  if (!status.ok()) {
-    poison_ = status;
-    stop_ = true;
-  }
+absl::Status NcclCommunicator::PollLocked() const {
+  if (!poison_.ok() || aborted_) return poison_;
+  absl::Status status = watchdog_.Poll(absl::Now());
+  if (!status.ok()) AbortLocked(status);
   return status;
+}
+
+void NcclCommunicator::Watch() {
+  std::unique_lock lock(mu_);
+  while (!closing_ && !aborted_) {
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.poll_interval));
+    if (!closing_) (void)PollLocked();
+  }
 }
 
 absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* send, void* recv,
@@ -132,11 +142,19 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
     case CollectiveKind::kBroadcast:
       result = api_->Broadcast(send, recv, call.count, type, call.root, comm_, s);
       break;
-    case CollectiveKind::kBarrier:  // NCCL has none: a one-element all-reduce orders the streams
-      result = api_->AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, s);
+    case CollectiveKind::kBarrier: {  // NCCL has none: a one-element all-reduce
+                                      // orders the streams
+      float* scratch = device_->scratch();
+      result = api_->AllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm_, s);
       break;
+    }
   }
-  return NcclStatus(*api_, result, absl::StrFormat("nccl%s", Name(call.kind)).c_str());
+  const std::string what = absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
+  // A non-blocking communicator may still be enqueueing (e.g. connecting):
+  // wait for it, to the deadline. mu_ stays held, so Abort waits as long.
+  if (result == ncclInProgress)
+    return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what);
+  return NcclStatus(*api_, result, what.c_str());
 }
 
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
@@ -150,174 +168,73 @@ absl::Status NcclCommunicator::Check(cudaStream_t stream) {
   return status;
 }
 
-absl::Status NcclCommunicator::Execute(const CollectiveCall& call, const void* send, void* recv,
-                                       Stream* stream, const absl::Status& invalid) {
-  absl::Status bad = invalid;
-  if (bad.ok() && stream != nullptr && stream->native_handle() == nullptr) {
-    bad = absl::InvalidArgumentError(
+// This rank's arguments: a CUDA stream, on the rank's card.
+absl::Status NcclCommunicator::CheckStream(const CollectiveCall& call, Stream* stream) const {
+  if (stream == nullptr) return absl::OkStatus();
+  const auto s = static_cast<cudaStream_t>(stream->native_handle());
+  if (s == nullptr) {
+    return absl::InvalidArgumentError(
         absl::StrFormat("%s on rank %d: NCCL needs a CUDA stream", call.ToString(), rank_));
   }
+  const int card = device_->StreamOrdinal(s);
+  if (card >= 0 && card != device_->ordinal()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s on rank %d: the stream is on CUDA card %d, the "
+                        "rank's communicator on card %d",
+                        call.ToString(), rank_, card, device_->ordinal()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Execute(const CollectiveCall& call, const void* send, void* recv,
+                                       Stream* stream, const absl::Status& invalid) {
+  const absl::Status bad = invalid.ok() ? CheckStream(call, stream) : invalid;
   {
     std::lock_guard lock(mu_);
-    if (!poison_.ok()) return poison_;
+    RETURN_IF_ERROR(PollLocked());
   }
   const uint64_t seq = history_.Record(call, bad.ok());
   const cudaStream_t s =
       stream != nullptr ? static_cast<cudaStream_t>(stream->native_handle()) : nullptr;
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return device_->OnCard([&] { return ExecuteOnCard(call, send, recv, s, seq, bad); });
+}
+
+absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const void* send,
+                                             void* recv, cudaStream_t s, uint64_t seq,
+                                             const absl::Status& bad) {
   if (check_ != nullptr && seq % options_.check_every == 0) {
     if (absl::Status status = Check(s); !status.ok()) {
-      Poison(status);
+      std::lock_guard lock(mu_);
+      if (poison_.ok()) poison_ = status;
+      stop_ = true;
       return bad.ok() ? status : bad;
     }
   }
+  std::lock_guard lock(mu_);
   if (!bad.ok()) {
     // Skipping the call desynchronizes this rank from its peers: fail fast.
-    Poison(RankFailedError(seq, rank_, bad));
+    AbortLocked(RankFailedError(seq, rank_, bad));
     return bad;
   }
-  std::lock_guard lock(mu_);
   if (!poison_.ok()) return poison_;
   absl::Status status = Issue(call, send, recv, s);
-  if (!status.ok() && poison_.ok()) poison_ = status;
+  if (status.ok()) {
+    absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
+    if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());
+    status = marker.status();
+  }
+  if (!status.ok()) AbortLocked(status);  // the peers wait for this rank in vain
   return status;
-}
-
-absl::Status CheckDevices(absl::Span<const int> devices) {
-  if (devices.empty()) return absl::InvalidArgumentError("no devices given");
-  int count = 0;
-  const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess || count == 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("NCCL needs CUDA cards: %s",
-                        error != cudaSuccess ? cudaGetErrorString(error) : "no card found"));
-  }
-  absl::flat_hash_set<int> seen;
-  for (int d : devices) {
-    if (d < 0 || d >= count) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("no CUDA device %d (%d present)", d, count));
-    }
-    if (!seen.insert(d).second) {
-      return absl::InvalidArgumentError(absl::StrFormat("device %d listed twice", d));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Takes ownership of comms[i] (rank first_rank + i on devices[i]); on error
-// destroys those not yet wrapped.
-absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> Wrap(const NcclApi* api,
-                                                                std::vector<ncclComm_t> comms,
-                                                                int first_rank, int world_size,
-                                                                absl::Span<const int> devices,
-                                                                const NcclOptions& options) {
-  std::vector<std::unique_ptr<Communicator>> group;
-  absl::Status status;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    float* scratch = nullptr;
-    std::unique_ptr<NcclSequenceCheck> check;
-    status = RuntimeStatus(cudaSetDevice(devices[i]), "cudaSetDevice");
-    if (status.ok()) status = RuntimeStatus(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc");
-    if (status.ok() && options.check_every > 0) {
-      auto made =
-          NcclSequenceCheck::Create(devices[i], first_rank + i, world_size, options.check_every);
-      status = made.status();
-      if (made.ok()) check = *std::move(made);
-    }
-    if (!status.ok()) {
-      if (scratch != nullptr) cudaFree(scratch);
-      for (size_t j = i; j < comms.size(); ++j) api->CommDestroy(comms[j]);
-      return status;
-    }
-    group.push_back(std::make_unique<NcclCommunicator>(
-        api, comms[i], first_rank + i, world_size, devices[i], scratch, std::move(check), options));
-  }
-  return group;
-}
-
-absl::Status CheckOptions(const NcclOptions& options) {
-  if (options.check_every < 0) return absl::InvalidArgumentError("check_every < 0");
-  if (options.check_every > 0 && options.check_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("check_timeout must be positive");
-  }
-  return absl::OkStatus();
-}
-
-// ncclUniqueId from rank 0's process, through the rendezvous file.
-absl::StatusOr<ncclUniqueId> ExchangeId(const NcclApi& api, bool creator,
-                                        const FileRendezvous& rendezvous) {
-  ncclUniqueId id;
-  if (creator) {
-    RETURN_IF_ERROR(NcclStatus(api, api.GetUniqueId(&id), "ncclGetUniqueId"));
-    RETURN_IF_ERROR(PublishId(rendezvous, std::string_view(id.internal, sizeof id.internal)));
-    return id;
-  }
-  ASSIGN_OR_RETURN(const std::string bytes, AwaitId(rendezvous, sizeof id.internal));
-  bytes.copy(id.internal, sizeof id.internal);
-  return id;
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateAll(
-    absl::Span<const int> devices, NcclOptions options) {
-  RETURN_IF_ERROR(CheckOptions(options));
-  RETURN_IF_ERROR(CheckDevices(devices));
-  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  const int n = static_cast<int>(devices.size());
-  std::vector<ncclComm_t> comms(n, nullptr);
-  RETURN_IF_ERROR(
-      NcclStatus(*api, api->CommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll"));
-  return Wrap(api, std::move(comms), 0, n, devices, options);
+std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int rank,
+                                       int world_size, std::unique_ptr<NcclRankDevice> device,
+                                       NcclOptions options,
+                                       std::unique_ptr<NcclSequenceCheck> check) {
+  return std::make_unique<NcclCommunicator>(api, comm, rank, world_size, std::move(device),
+                                            std::move(check), options);
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateMultiNode(
-    int first_rank, int world_size, const FileRendezvous& rendezvous, absl::Span<const int> devices,
-    NcclOptions options) {
-  RETURN_IF_ERROR(CheckOptions(options));
-  if (first_rank < 0 || world_size < 1 ||
-      first_rank + static_cast<int64_t>(devices.size()) > world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ranks %d..%d do not fit a world of %d", first_rank,
-                        first_rank + static_cast<int64_t>(devices.size()) - 1, world_size));
-  }
-  RETURN_IF_ERROR(CheckDevices(devices));
-  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  ASSIGN_OR_RETURN(const ncclUniqueId id, ExchangeId(*api, first_rank == 0, rendezvous));
-  std::vector<ncclComm_t> comms(devices.size(), nullptr);
-  // Several ranks in one process must initialize inside one group.
-  RETURN_IF_ERROR(NcclStatus(*api, api->GroupStart(), "ncclGroupStart"));
-  absl::Status status;
-  for (size_t i = 0; i < devices.size() && status.ok(); ++i) {
-    status = RuntimeStatus(cudaSetDevice(devices[i]), "cudaSetDevice");
-    if (status.ok()) {
-      status = NcclStatus(*api, api->CommInitRank(&comms[i], world_size, id, first_rank + i),
-                          "ncclCommInitRank");
-    }
-  }
-  absl::Status ended = NcclStatus(*api, api->GroupEnd(), "ncclGroupEnd");
-  if (status.ok()) status = ended;
-  if (!status.ok()) {
-    for (ncclComm_t comm : comms) {
-      if (comm != nullptr) api->CommDestroy(comm);
-    }
-    return status;
-  }
-  // Every rank has read the id once initialization completed. A file left
-  // behind harms no one in this job, so a failure here is not one.
-  if (first_rank == 0) (void)RemoveId(rendezvous);
-  return Wrap(api, std::move(comms), first_rank, world_size, devices, options);
-}
-
-absl::Status NcclGroupStart() {
-  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  return NcclStatus(*api, api->GroupStart(), "ncclGroupStart");
-}
-
-absl::Status NcclGroupEnd() {
-  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  return NcclStatus(*api, api->GroupEnd(), "ncclGroupEnd");
-}
-
-}  // namespace zero
+}  // namespace zero::nccl

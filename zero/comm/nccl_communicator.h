@@ -5,15 +5,29 @@
 // Stream semantics: a call enqueues the collective on `stream` (a CUDA
 // stream, Stream::native_handle(); null means the legacy default stream) and
 // returns; the result is ready for work enqueued after it on that stream.
-// Errors returned are those NCCL reports at enqueue time; AsyncError() asks
-// NCCL for errors found later (ncclCommGetAsyncError, where the library has
-// it) and keeps the first, so later calls fail fast. Buffers are device
-// memory (or any memory NCCL accepts) of the communicator's card.
+// The stream must be on the rank's card (checked with cudaStreamGetDevice);
+// each call makes that card current and gives the caller back its own.
+//
+// Never a hang: communicators are non-blocking (ncclConfig_t blocking = 0)
+// and their initialization ends by `init_timeout`. A watchdog (a thread per
+// communicator, nccl_watchdog.h) polls ncclCommGetAsyncError and an event
+// recorded after each collective; when NCCL reports an error, or a
+// collective has not finished `timeout` after it was enqueued, it calls
+// ncclCommAbort (the stream then drains) and every later call and
+// AsyncError() return that error: DeadlineExceeded naming the rank and the
+// collective, or NCCL's error. Each rank's watchdog ends its own rank, so
+// every rank of a failed group gets an error.
+//
+// Several cards in one process: one thread per rank, each driving its own
+// communicator (as engines do). The single-thread pattern (one thread
+// issuing every rank's call between NcclGroupStart/End) cannot drive engines,
+// which run one rank's whole step on its thread, and the watchdog sees only
+// NCCL's errors there (a grouped call launches at NcclGroupEnd).
 //
 // Reductions run in the element type inside NCCL (bf16/fp16 are not
-// accumulated in fp32 as in the local backend), and their order is NCCL's.
-// Without the sequence check, NCCL cannot tell mismatched calls or invalid
-// arguments on one rank to its peers: they hang as in any NCCL program.
+// accumulated in fp32 as in the local backend), in the order of NCCL's
+// algorithm: the same on every rank, so ranks agree bit for bit, but not
+// equal to the local backend's sums or to an unsharded run.
 #pragma once
 
 #include <memory>
@@ -24,6 +38,9 @@
 #include "absl/types/span.h"
 #include "zero/comm/communicator.h"
 #include "zero/comm/file_rendezvous.h"
+#include "zero/comm/nccl_api.h"
+#include "zero/comm/nccl_rank_device.h"
+#include "zero/comm/nccl_sequence_check.h"
 
 namespace zero {
 
@@ -39,13 +56,20 @@ struct NcclOptions {
   // NcclGroupStart/End).
   int check_every = 0;
   absl::Duration check_timeout = absl::Minutes(5);
+  // A collective not finished on its stream this long after its call
+  // returned fails the rank (the watchdog aborts it).
+  absl::Duration timeout = absl::Minutes(10);
+  // Initialization (every rank of the job must arrive) ends by then.
+  absl::Duration init_timeout = absl::Minutes(5);
+  // How often the watchdog thread polls.
+  absl::Duration poll_interval = absl::Milliseconds(100);
 };
 
 class NcclGroup {
  public:
-  // One process drives every card in `devices` (CUDA ordinals), rank i on
-  // devices[i] (ncclCommInitAll). Drive the ranks from one thread each, or
-  // from one thread between NcclGroupStart() and NcclGroupEnd().
+  // One process drives every card in `devices` (CUDA ordinals, not the
+  // DeviceSystem's indices: with a `cuda:2,3` spec its device 0 is card 2),
+  // rank i on devices[i]. Drive each rank from its own thread.
   static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> CreateAll(
       absl::Span<const int> devices, NcclOptions options = {});
 
@@ -60,9 +84,34 @@ class NcclGroup {
 };
 
 // ncclGroupStart/End: collectives issued by this thread in between, on
-// several communicators, are launched together (needed when one thread
-// drives several ranks). Unavailable without NCCL.
+// several communicators, are launched together. Not for engines (see the top
+// of this file). Unavailable without NCCL.
 absl::Status NcclGroupStart();
 absl::Status NcclGroupEnd();
 
 }  // namespace zero
+
+namespace zero::nccl {
+
+// Wraps an initialized NCCL communicator (owned) as rank `rank` of
+// `world_size` on `device`: what NcclGroup does for each rank, open to tests
+// with a fake NcclApi and NcclRankDevice. `check` is needed iff
+// options.check_every > 0.
+std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int rank,
+                                       int world_size, std::unique_ptr<NcclRankDevice> device,
+                                       NcclOptions options,
+                                       std::unique_ptr<NcclSequenceCheck> check = nullptr);
+
+using OnCardFn = absl::Status (*)(int ordinal, absl::FunctionRef<absl::Status()> body);
+
+// Initializes ranks first_rank + i on devices[i] of a world of `world_size`
+// inside one group, non-blocking where the library can (2.14+), and waits
+// for them until `timeout`: DeadlineExceeded naming the rank that did not
+// finish (its peers never came), and every comm started is aborted.
+absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const ncclUniqueId& id,
+                                                  int first_rank, int world_size,
+                                                  absl::Span<const int> devices,
+                                                  absl::Duration timeout,
+                                                  OnCardFn on_card = RunOnCard);
+
+}  // namespace zero::nccl

@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "memory/cuda/current_device.h"
 #include "memory/cuda/driver_api.h"
+#include "zero/comm/nccl_rank_device.h"
 
 namespace zero::nccl {
 
@@ -24,14 +26,15 @@ absl::StatusOr<std::unique_ptr<NcclSequenceCheck>> NcclSequenceCheck::Create(int
                                                                              int window) {
   std::unique_ptr<NcclSequenceCheck> check(new NcclSequenceCheck(device, rank, world_size, window));
   const size_t bytes = check->words_ * world_size * sizeof(uint64_t);
-  RETURN_IF_ERROR(RuntimeStatus(cudaSetDevice(device), "cudaSetDevice"));
-  RETURN_IF_ERROR(RuntimeStatus(cudaMalloc(&check->device_buffer_, bytes), "cudaMalloc"));
-  RETURN_IF_ERROR(RuntimeStatus(cudaMallocHost(&check->host_buffer_, bytes), "cudaMallocHost"));
+  RETURN_IF_ERROR(RunOnCard(device, [&] {
+    RETURN_IF_ERROR(RuntimeStatus(cudaMalloc(&check->device_buffer_, bytes), "cudaMalloc"));
+    return RuntimeStatus(cudaMallocHost(&check->host_buffer_, bytes), "cudaMallocHost");
+  }));
   return check;
 }
 
 NcclSequenceCheck::~NcclSequenceCheck() {
-  cudaSetDevice(device_);
+  cuda::ScopedDevice card(device_);
   if (device_buffer_ != nullptr) cudaFree(device_buffer_);
   if (host_buffer_ != nullptr) cudaFreeHost(host_buffer_);
 }

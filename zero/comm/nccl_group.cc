@@ -1,0 +1,197 @@
+// Creation of NCCL groups: device checks, the unique-id exchange and the
+// non-blocking initialization of several ranks.
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "zero/comm/nccl_communicator.h"
+
+namespace zero {
+namespace {
+
+using nccl::NcclApi;
+using nccl::NcclStatus;
+
+absl::Status CheckDevices(absl::Span<const int> devices) {
+  if (devices.empty()) return absl::InvalidArgumentError("no devices given");
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("NCCL needs CUDA cards: %s",
+                        error != cudaSuccess ? cudaGetErrorString(error) : "no card found"));
+  }
+  absl::flat_hash_set<int> seen;
+  for (int d : devices) {
+    if (d < 0 || d >= count) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("no CUDA device %d (%d present)", d, count));
+    }
+    if (!seen.insert(d).second) {
+      return absl::InvalidArgumentError(absl::StrFormat("device %d listed twice", d));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOptions(const NcclOptions& options) {
+  if (options.check_every < 0) return absl::InvalidArgumentError("NcclOptions::check_every < 0");
+  for (auto [name, value] : {std::pair{"check_timeout", options.check_timeout},
+                             {"timeout", options.timeout},
+                             {"init_timeout", options.init_timeout},
+                             {"poll_interval", options.poll_interval}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrFormat("NcclOptions::%s must be positive", name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Takes ownership of comms[i] (rank first_rank + i on devices[i]); on error
+// destroys those not yet wrapped.
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> Wrap(const NcclApi* api,
+                                                                std::vector<ncclComm_t> comms,
+                                                                int first_rank, int world_size,
+                                                                absl::Span<const int> devices,
+                                                                const NcclOptions& options) {
+  std::vector<std::unique_ptr<Communicator>> group;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<nccl::NcclRankDevice>> device =
+        nccl::MakeCudaRankDevice(devices[i]);
+    absl::StatusOr<std::unique_ptr<nccl::NcclSequenceCheck>> check;
+    if (device.ok() && options.check_every > 0) {
+      check = nccl::NcclSequenceCheck::Create(devices[i], first_rank + i, world_size,
+                                              options.check_every);
+    }
+    const absl::Status status = device.ok() ? check.status() : device.status();
+    if (!status.ok()) {
+      for (size_t j = i; j < comms.size(); ++j) api->CommDestroy(comms[j]);
+      return status;
+    }
+    group.push_back(nccl::WrapComm(api, comms[i], first_rank + i, world_size, *std::move(device),
+                                   options, check.ok() ? *std::move(check) : nullptr));
+  }
+  return group;
+}
+
+// ncclUniqueId from rank 0's process, through the rendezvous file.
+absl::StatusOr<ncclUniqueId> ExchangeId(const NcclApi& api, bool creator,
+                                        const FileRendezvous& rendezvous) {
+  ncclUniqueId id;
+  if (creator) {
+    RETURN_IF_ERROR(NcclStatus(api, api.GetUniqueId(&id), "ncclGetUniqueId"));
+    RETURN_IF_ERROR(PublishId(rendezvous, std::string_view(id.internal, sizeof id.internal)));
+    return id;
+  }
+  ASSIGN_OR_RETURN(const std::string bytes, AwaitId(rendezvous, sizeof id.internal));
+  bytes.copy(id.internal, sizeof id.internal);
+  return id;
+}
+
+// Starts every rank's initialization inside one group (several ranks of one
+// process must); returns the first error. comms[i] is set once started.
+absl::Status StartInit(const NcclApi& api, const ncclUniqueId& id, int first_rank, int world_size,
+                       absl::Span<const int> devices, nccl::OnCardFn on_card,
+                       std::vector<ncclComm_t>& comms) {
+  RETURN_IF_ERROR(NcclStatus(api, api.GroupStart(), "ncclGroupStart"));
+  absl::Status status;
+  for (size_t i = 0; i < devices.size() && status.ok(); ++i) {
+    const int rank = first_rank + static_cast<int>(i);
+    status = on_card(devices[i], [&] {
+      ncclResult_t result = ncclSuccess;
+      if (api.CommInitRankConfig != nullptr) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;  // returns at once; AwaitComm bounds the wait
+        result = api.CommInitRankConfig(&comms[i], world_size, id, rank, &config);
+      } else {
+        result = api.CommInitRank(&comms[i], world_size, id, rank);
+      }
+      if (result == ncclInProgress) return absl::OkStatus();
+      return NcclStatus(api, result, absl::StrFormat("ncclCommInitRank of rank %d", rank).c_str());
+    });
+  }
+  const ncclResult_t ended = api.GroupEnd();
+  if (status.ok() && ended != ncclInProgress) status = NcclStatus(api, ended, "ncclGroupEnd");
+  return status;
+}
+
+}  // namespace
+
+namespace nccl {
+
+absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const ncclUniqueId& id,
+                                                  int first_rank, int world_size,
+                                                  absl::Span<const int> devices,
+                                                  absl::Duration timeout, OnCardFn on_card) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  absl::Status status = StartInit(api, id, first_rank, world_size, devices, on_card, comms);
+  for (size_t i = 0; i < comms.size() && status.ok(); ++i) {
+    status = AwaitComm(api, comms[i], deadline,
+                       absl::StrFormat("initialization of NCCL rank %d of %d on CUDA card %d",
+                                       first_rank + i, world_size, devices[i]));
+  }
+  if (status.ok()) return comms;
+  for (ncclComm_t comm : comms) {  // abort, not destroy: a peer may never come
+    if (comm == nullptr) continue;
+    if (api.CommAbort != nullptr) {
+      api.CommAbort(comm);
+    } else {
+      api.CommDestroy(comm);
+    }
+  }
+  return status;
+}
+
+}  // namespace nccl
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateAll(
+    absl::Span<const int> devices, NcclOptions options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  RETURN_IF_ERROR(CheckDevices(devices));
+  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
+  ncclUniqueId id;
+  RETURN_IF_ERROR(NcclStatus(*api, api->GetUniqueId(&id), "ncclGetUniqueId"));
+  const int n = static_cast<int>(devices.size());
+  ASSIGN_OR_RETURN(std::vector<ncclComm_t> comms,
+                   nccl::InitComms(*api, id, 0, n, devices, options.init_timeout));
+  return Wrap(api, std::move(comms), 0, n, devices, options);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateMultiNode(
+    int first_rank, int world_size, const FileRendezvous& rendezvous, absl::Span<const int> devices,
+    NcclOptions options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  if (first_rank < 0 || world_size < 1 ||
+      first_rank + static_cast<int64_t>(devices.size()) > world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ranks %d..%d do not fit a world of %d", first_rank,
+                        first_rank + static_cast<int64_t>(devices.size()) - 1, world_size));
+  }
+  RETURN_IF_ERROR(CheckDevices(devices));
+  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ExchangeId(*api, first_rank == 0, rendezvous));
+  ASSIGN_OR_RETURN(std::vector<ncclComm_t> comms, nccl::InitComms(*api, id, first_rank, world_size,
+                                                                  devices, options.init_timeout));
+  // Every rank has read the id once initialization completed. A file left
+  // behind harms no one in this job, so a failure here is not one.
+  if (first_rank == 0) (void)RemoveId(rendezvous);
+  return Wrap(api, std::move(comms), first_rank, world_size, devices, options);
+}
+
+absl::Status NcclGroupStart() {
+  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
+  return NcclStatus(*api, api->GroupStart(), "ncclGroupStart");
+}
+
+absl::Status NcclGroupEnd() {
+  ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
+  const ncclResult_t result = api->GroupEnd();
+  return result == ncclInProgress ? absl::OkStatus() : NcclStatus(*api, result, "ncclGroupEnd");
+}
+
+}  // namespace zero
