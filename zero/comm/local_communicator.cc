@@ -8,10 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "zero/comm/call_history.h"
-#include "zero/comm/comm_errors.h"
-#include "zero/comm/host_reduce.h"
-#include "zero/comm/local_rendezvous.h"
+#include "zero/comm/internal/call_history.h"
+#include "zero/comm/internal/comm_errors.h"
+#include "zero/comm/internal/host_reduce.h"
+#include "zero/comm/internal/local_rendezvous.h"
 
 namespace zero {
 namespace {

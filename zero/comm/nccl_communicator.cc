@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "zero/comm/call_history.h"
-#include "zero/comm/comm_errors.h"
+#include "zero/comm/internal/call_history.h"
+#include "zero/comm/internal/comm_errors.h"
 #include "zero/comm/nccl_watchdog.h"
 
 namespace zero::nccl {

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "zero/comm/call_history.h"
+#include "zero/comm/internal/call_history.h"
 #include "zero/comm/nccl_api.h"
 
 namespace zero::nccl {

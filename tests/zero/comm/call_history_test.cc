@@ -1,6 +1,6 @@
 // Call histories: fingerprints, windows, and finding the first differing call
 // (what the NCCL sequence check does on every rank after its all-gather).
-#include "zero/comm/call_history.h"
+#include "zero/comm/internal/call_history.h"
 
 #include <vector>
 

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "zero/comm/comm_errors.h"
+#include "zero/comm/internal/comm_errors.h"
 #include "zero/comm/comm_stats.h"
 
 namespace zero {

@@ -1,6 +1,6 @@
 // The local backend's reduction arithmetic: fp32 accumulation in source
 // order, one rounding, in-place safety.
-#include "zero/comm/host_reduce.h"
+#include "zero/comm/internal/host_reduce.h"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "zero/comm/local_rendezvous.h"
+#include "zero/comm/internal/local_rendezvous.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "zero/comm/comm_errors.h"
+#include "zero/comm/internal/comm_errors.h"
 
 namespace zero {
 

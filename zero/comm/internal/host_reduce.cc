@@ -1,4 +1,4 @@
-#include "zero/comm/host_reduce.h"
+#include "zero/comm/internal/host_reduce.h"
 
 #include <algorithm>
 

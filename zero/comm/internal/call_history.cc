@@ -1,10 +1,10 @@
-#include "zero/comm/call_history.h"
+#include "zero/comm/internal/call_history.h"
 
 #include <algorithm>
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "zero/comm/comm_errors.h"
+#include "zero/comm/internal/comm_errors.h"
 
 namespace zero {
 

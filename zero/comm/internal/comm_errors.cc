@@ -1,4 +1,4 @@
-#include "zero/comm/comm_errors.h"
+#include "zero/comm/internal/comm_errors.h"
 
 #include <algorithm>
 
