@@ -45,7 +45,10 @@ absl::Status HostEvent::Synchronize() const {
 }
 
 HostStream::HostStream(int device, HostStreamOptions options, int index)
-    : device_(device), delays_(options, device, index), worker_([this] { Run(); }) {}
+    : device_(device),
+      delayed_(options.delayed()),
+      delays_(options, device, index),
+      worker_([this] { Run(); }) {}
 
 HostStream::~HostStream() {
   {
@@ -89,6 +92,13 @@ absl::Status HostStream::Copy(void* dst, const void* src, size_t bytes) {
 }
 
 absl::Status HostStream::CopyFromPageable(void* dst, const void* src, size_t bytes) {
+  // On an idle stream the copy may as well run now: it is what the worker
+  // would do next, and it saves staging (a second copy and an allocation).
+  // Never in the delay mode, whose point is that work runs late.
+  if (!delayed_ && progress_->done() >= enqueued_.load(std::memory_order_acquire)) {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
   std::unique_ptr<char[]> staged(new char[bytes]);
   std::memcpy(staged.get(), src, bytes);
   return Enqueue([dst, staged = std::move(staged), bytes] { std::memcpy(dst, staged.get(), bytes); });

@@ -64,7 +64,8 @@ class HostStream final : public Stream {
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
-  // Stages the bytes in a heap copy the task owns: no wait.
+  // Stages the bytes in a heap copy the task owns (no wait), or copies at
+  // once when the stream is idle.
   absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) override;
   // Enqueues nothing: the event is a ticket into this stream's progress
   // (on an idle stream, one shared complete event).
@@ -80,6 +81,7 @@ class HostStream final : public Stream {
   void Run();
 
   const int device_;
+  const bool delayed_;
   DelaySequence delays_;  // drawn by the worker only
   const std::shared_ptr<HostProgress> progress_ = std::make_shared<HostProgress>();
   std::mutex mu_;
