@@ -1,5 +1,6 @@
 #include "memory/host_stream.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -99,9 +100,44 @@ absl::Status HostStream::CopyFromPageable(void* dst, const void* src, size_t byt
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
-  std::unique_ptr<char[]> staged(new char[bytes]);
-  std::memcpy(staged.get(), src, bytes);
-  return Enqueue([dst, staged = std::move(staged), bytes] { std::memcpy(dst, staged.get(), bytes); });
+  Staging staged = TakeStaging(bytes);
+  std::memcpy(staged.data.get(), src, bytes);
+  return Enqueue([this, dst, staged = std::move(staged), bytes]() mutable {
+    std::memcpy(dst, staged.data.get(), bytes);
+    ReturnStaging(std::move(staged));
+  });
+}
+
+// The smallest idle buffer that fits, else a new one.
+HostStream::Staging HostStream::TakeStaging(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    auto best = staging_.end();
+    for (auto it = staging_.begin(); it != staging_.end(); ++it) {
+      if (it->capacity >= bytes && (best == staging_.end() || it->capacity < best->capacity)) {
+        best = it;
+      }
+    }
+    if (best != staging_.end()) {
+      Staging s = std::move(*best);
+      staging_.erase(best);
+      return s;
+    }
+  }
+  return Staging{std::unique_ptr<char[]>(new char[bytes]), bytes};
+}
+
+// Kept for the next copy unless kMaxIdleStaging buffers already wait; then
+// the smallest goes.
+void HostStream::ReturnStaging(Staging staging) {
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  staging_.push_back(std::move(staging));
+  if (staging_.size() > kMaxIdleStaging) {
+    auto smallest = std::min_element(
+        staging_.begin(), staging_.end(),
+        [](const Staging& a, const Staging& b) { return a.capacity < b.capacity; });
+    staging_.erase(smallest);
+  }
 }
 
 absl::Status HostStream::Fill(void* dst, unsigned char value, size_t bytes) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "memory/event_pool.h"
@@ -79,6 +80,15 @@ class HostStream final : public Stream {
 
  private:
   void Run();
+  // CopyFromPageable's staging buffers are recycled, so a busy stream's
+  // copies neither allocate nor fault in fresh pages each time.
+  struct Staging {
+    std::unique_ptr<char[]> data;
+    size_t capacity = 0;
+  };
+  static constexpr size_t kMaxIdleStaging = 8;
+  Staging TakeStaging(size_t bytes);
+  void ReturnStaging(Staging staging);
 
   const int device_;
   const bool delayed_;
@@ -92,6 +102,8 @@ class HostStream final : public Stream {
   std::atomic<uint64_t> enqueued_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   EventPool<HostEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::mutex staging_mu_;
+  std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);
   std::thread worker_;  // last: starts once the rest is built
 };
 

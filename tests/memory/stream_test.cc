@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -48,6 +49,32 @@ TEST(HostStreamTest, CopyAndFillAreOrdered) {
   ASSERT_TRUE(stream.Copy(b.data(), a.data(), a.size()).ok());
   ASSERT_TRUE(stream.Synchronize().ok());
   EXPECT_EQ(b, std::vector<unsigned char>(1000, 7));
+}
+
+// The source may be reused as soon as CopyFromPageable returns, whether the
+// stream is busy (staged, ordered after the held task) or idle (copied now).
+TEST(HostStreamTest, CopyFromPageableLetsTheCallerReuseTheSource) {
+  HostStream stream(0);
+  std::latch release(1);
+  std::vector<int> dst(1000, -1);
+  std::vector<int> seen_before_copy;
+  ASSERT_TRUE(stream.Enqueue([&] { release.wait(); seen_before_copy = dst; }).ok());
+  for (int round = 0; round < 3; ++round) {  // the second and third reuse the staging
+    std::vector<int> src(1000, round);
+    ASSERT_TRUE(stream.CopyFromPageable(dst.data(), src.data(), src.size() * sizeof(int)).ok());
+    std::fill(src.begin(), src.end(), 99);  // the caller's buffer, reused at once
+  }
+  EXPECT_EQ(dst, std::vector<int>(1000, -1));  // busy: nothing copied yet
+  release.count_down();
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_EQ(seen_before_copy, std::vector<int>(1000, -1));
+  EXPECT_EQ(dst, std::vector<int>(1000, 2));  // the last round, in order
+
+  std::vector<int> src(1000, 7);  // idle now
+  ASSERT_TRUE(stream.CopyFromPageable(dst.data(), src.data(), src.size() * sizeof(int)).ok());
+  std::fill(src.begin(), src.end(), 99);
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_EQ(dst, std::vector<int>(1000, 7));
 }
 
 TEST(HostStreamTest, DestructorDrainsQueue) {

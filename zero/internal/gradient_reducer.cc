@@ -164,13 +164,15 @@ absl::Status GradientReducer::ReduceUnit(int unit) {
                                                     Tag::kCommunication, stream));
     RETURN_IF_ERROR(comm->ReduceScatter(staging, piece.data(), u.shard, DType::kF32,
                                         ReduceOp::kSum, stream));
+    // Free before the store, which does not read it: the next unit's bucket
+    // (on the compute stream) then waits for the reduction only.
+    ReleaseStaging(unit);
     RETURN_IF_ERROR(Store(states_.OwnedGrads(unit), piece.data<float>(), u.shard, first));
   }
   // Stage 2: the gradients this rank does not own are gone as soon as
   // reduced, once the communication stream is done with them.
+  ReleaseStaging(unit);
   UnitState& state = units_[unit];
-  state.staging.set_stream(stream);
-  state.staging.Reset();
   if (stream != ctx_.stream) {
     ASSIGN_OR_RETURN(state.reduced, stream->Record());
   }
@@ -223,6 +225,12 @@ absl::Status GradientReducer::Store(char* into, const float* from, size_t count,
   const ElementwiseExecutor& ew = *ctx_.elementwise;
   return first ? ew.Narrow(into, from, count, ctx_.dtype, stream)
                : ew.AccumulateNarrow(into, from, count, ctx_.dtype, stream);
+}
+
+// Freed on the communication stream, after the work enqueued there so far.
+void GradientReducer::ReleaseStaging(int unit) {
+  units_[unit].staging.set_stream(ctx_.comm_stream);
+  units_[unit].staging.Reset();
 }
 
 void GradientReducer::ResetMicroBatch() {

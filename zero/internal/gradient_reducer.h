@@ -61,6 +61,7 @@ class GradientReducer {
   absl::Status ReduceWidened(int unit, const char* staging, bool first);
   // into = model dtype(from), or accumulated into it when !first.
   absl::Status Store(char* into, const float* from, size_t count, bool first);
+  void ReleaseStaging(int unit);
   void ResetMicroBatch();
 
   const RankContext& ctx_;
