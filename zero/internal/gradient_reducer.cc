@@ -42,15 +42,24 @@ absl::Status GradientReducer::CheckHandOver(int id, int64_t step) const {
 
 absl::StatusOr<char*> GradientReducer::Slot(int id, int64_t step) {
   RETURN_IF_ERROR(CheckHandOver(id, step));
-  const ParamSlot& p = ctx_.layout.params()[id];
-  ASSIGN_OR_RETURN(char* staging, StagingFor(p.unit));
-  return staging + (p.offset - ctx_.unit(p.unit).offset) * ctx_.esize;
+  return SlotOf(id);
 }
 
 absl::Status GradientReducer::Written(int id, const std::shared_ptr<Event>& written,
                                       int64_t step) {
   RETURN_IF_ERROR(CheckHandOver(id, step));
   if (written) RETURN_IF_ERROR(ctx_.stream->Wait(written));
+  return MarkWritten(id);
+}
+
+// Below: `id` already passed CheckHandOver.
+absl::StatusOr<char*> GradientReducer::SlotOf(int id) {
+  const ParamSlot& p = ctx_.layout.params()[id];
+  ASSIGN_OR_RETURN(char* staging, StagingFor(p.unit));
+  return staging + (p.offset - ctx_.unit(p.unit).offset) * ctx_.esize;
+}
+
+absl::Status GradientReducer::MarkWritten(int id) {
   received_[id] = 1;
   ++units_[ctx_.layout.params()[id].unit].received;
   return ReduceReadyUnits();
@@ -66,7 +75,7 @@ absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType 
         std::string(Name(dtype)), numel, grad == nullptr ? " (null)" : "",
         std::string(Name(ctx_.dtype)), p.numel));
   }
-  ASSIGN_OR_RETURN(char* slot, Slot(id, step));
+  ASSIGN_OR_RETURN(char* slot, SlotOf(id));
   if (ready) RETURN_IF_ERROR(ctx_.stream->Wait(ready));
   if (ctx_.has_bytes) {
     // Device memory is the caller's to keep until the copy ran (stream
@@ -76,7 +85,7 @@ absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType 
                         ? ctx_.stream->Copy(slot, grad, bytes)
                         : ctx_.stream->CopyFromPageable(slot, grad, bytes));
   }
-  return Written(id, nullptr, step);
+  return MarkWritten(id);
 }
 
 absl::Status GradientReducer::ReadyForStep() const {

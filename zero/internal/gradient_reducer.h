@@ -55,6 +55,9 @@ class GradientReducer {
     std::shared_ptr<Event> reduced;
   };
   absl::Status CheckHandOver(int id, int64_t step) const;
+  // Slot and Written without the checks (Add checks once).
+  absl::StatusOr<char*> SlotOf(int id);
+  absl::Status MarkWritten(int id);
   absl::StatusOr<char*> StagingFor(int unit);
   absl::Status ReduceReadyUnits();
   absl::Status ReduceUnit(int unit);
