@@ -13,16 +13,13 @@ config is a dict or a JSON file in DeepSpeed's keys (see _config.py). With
 gradient_accumulation_steps = k, call optimizer.step() after k backward
 passes and do not divide the loss by k: the engine averages."""
 
+from ._checkpoint import (consolidate, load_checkpoint, load_state_dict, read_safetensors,
+                          save_checkpoint, state_dict)
 from ._lib import ZeroError
+from ._memory import model_state_formula
+from ._memory import summary as memory_summary
 from ._wrap import ZeroOptimizer, full_parameters, wrap
 
-__all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary"]
-
-
-def memory_summary(model):
-    """This rank's engine statistics (zero/capi/zero_engine.h): steps, pool
-    bytes by tag with peaks, host bytes, collective traffic, layout."""
-    state = getattr(model, "_zero_state", None)
-    if state is None:
-        raise ZeroError("the model is not wrapped by zero.wrap")
-    return state.engine.stats()
+__all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary",
+           "model_state_formula", "save_checkpoint", "load_checkpoint", "state_dict",
+           "load_state_dict", "consolidate", "read_safetensors"]

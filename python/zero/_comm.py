@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from . import _lib
+from ._liveness import heartbeat
 
 
 def _tensor(ptr, count, dtype):
@@ -50,6 +51,8 @@ class ProcessGroupCollectives:
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         self.aborted = None  # the reason the engine gave, if it failed
+        self.heartbeat = heartbeat()
+        self.named_stopped = False
         self.struct = _lib.Collectives(
             _lib.ALL_GATHER(self._guard(self._all_gather)),
             _lib.REDUCE(self._guard(self._reduce_scatter)),
@@ -64,7 +67,12 @@ class ProcessGroupCollectives:
                 fn(*args[:-2])  # user and stream are not needed on host devices
                 return 0
             except BaseException as e:  # noqa: BLE001 - nothing may cross into C
-                _lib.lib().zero_comm_set_error(("%s: %s" % (type(e).__name__, e)).encode())
+                text = "%s: %s" % (type(e).__name__, e)
+                if not self.named_stopped:  # once: it waits to see who stopped
+                    self.named_stopped = True
+                    stopped = self.heartbeat.stopped()
+                    text = "%s (%s)" % (text, stopped) if stopped else text
+                _lib.lib().zero_comm_set_error(text.encode())
                 return 1
         return call
 

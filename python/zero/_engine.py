@@ -46,9 +46,13 @@ class Engine:
         self.handle = handle
 
     def _check(self, rc, what):
-        if rc != 0 and self.collectives is not None and self.collectives.aborted:
-            what = "%s (the communicator failed: %s)" % (what, self.collectives.aborted)
-        check(rc, what)
+        if rc == 0:
+            return
+        text = self._lib.zero_engine_last_error().decode(errors="replace")
+        aborted = self.collectives.aborted if self.collectives is not None else None
+        if aborted and aborted not in text:
+            text = "%s (the communicator failed: %s)" % (text, aborted)
+        raise _lib.ZeroError("%s failed: %s" % (what, text))
 
     def view(self, index, shape):
         """Parameter `index` as a tensor of `shape` aliasing the engine's memory."""
@@ -96,14 +100,36 @@ class Engine:
                     "loss_scale")
         return scale.value
 
-    def stats(self):
+    def _text(self, call, what):
+        """A string result the C ABI returns with its length (zero_engine.h):
+        asks with a guess, again with the size needed if it was short."""
         needed = ctypes.c_size_t()
-        self._check(self._lib.zero_engine_stats_json(self.handle, None, 0, ctypes.byref(needed)),
-                    "stats")
-        buffer = ctypes.create_string_buffer(needed.value)
-        self._check(self._lib.zero_engine_stats_json(self.handle, buffer, needed.value,
-                                                     ctypes.byref(needed)), "stats")
-        return json.loads(buffer.value.decode())
+        buffer = ctypes.create_string_buffer(4096)
+        self._check(call(buffer, len(buffer), ctypes.byref(needed)), what)
+        if needed.value > len(buffer):
+            buffer = ctypes.create_string_buffer(needed.value)
+            self._check(call(buffer, len(buffer), ctypes.byref(needed)), what)
+        return buffer.value.decode()
+
+    def stats(self):
+        text = self._text(lambda *out: self._lib.zero_engine_stats_json(self.handle, *out),
+                          "stats")
+        return json.loads(text)
+
+    def save(self, root):
+        """Collective: the checkpoint folder written under `root`."""
+        # One call only (a second would write a second checkpoint): the
+        # buffer holds any path the file system allows.
+        needed = ctypes.c_size_t()
+        buffer = ctypes.create_string_buffer(1 << 16)
+        self._check(self._lib.zero_engine_save(self.handle, root.encode(), buffer, len(buffer),
+                                               ctypes.byref(needed)),
+                    "saving a checkpoint under '%s'" % root)
+        return buffer.value.decode()
+
+    def load(self, path):
+        self._check(self._lib.zero_engine_load(self.handle, path.encode()),
+                    "loading the checkpoint '%s'" % path)
 
     def close(self):
         lib = self._lib

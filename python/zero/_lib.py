@@ -61,6 +61,9 @@ _SIGNATURES = {
     "zero_engine_set_lr": [_p, _i, _d],
     "zero_engine_loss_scale": [_p, ctypes.POINTER(_d)],
     "zero_engine_stats_json": [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
+    "zero_engine_save": [_p, ctypes.c_char_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
+    "zero_engine_load": [_p, ctypes.c_char_p],
+    "zero_checkpoint_consolidate": [ctypes.c_char_p, ctypes.c_char_p],
 }
 
 _lib = None

@@ -14,8 +14,13 @@ engine has their module gathered, when they alias the gathered memory.
   fetching the module again if needed. A module fetched for backward is
   released once all its parameters' gradients have arrived, the rest when
   backward ends.
-Not yet: activation checkpointing (its recomputation saves tensors under its
-own hooks, so they would point into released memory)."""
+- Activation checkpointing (torch.utils.checkpoint, reentrant or not): its
+  recomputation runs modules' forwards again inside backward, so their
+  pre-forward hooks fetch again; what the recomputed forward saves points
+  straight into the gathered memory (checkpointing stores it under its own
+  hooks), so a module recomputed in backward is held like an unpacked one
+  (until its gradients have arrived) instead of released at the end of its
+  forward. The fetch-on-use mode is active during recomputation too."""
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -40,6 +45,7 @@ class Stage3:
         self.held_for_backward = {}
         self.pending = [len(m) for m in self.members]
         self.busy = False  # inside fetch or release: their own tensor calls pass the mode
+        self.recompute_modes = []  # a mode per module recomputed in backward
         self.empty = torch.empty(0, dtype=state.dtype)
         for entries in self.members:
             for e in entries:
@@ -85,11 +91,21 @@ class Stage3:
         return handles
 
     def _enter(self, uses):
+        if _in_backward():
+            self.state.begin_backward()
+            mode = _FetchOnUse(self)
+            mode.__enter__()
+            self.recompute_modes.append(mode)
         self.frames.append(list(uses))
         for m in uses:
             self.fetch(m)
 
     def _leave(self):
+        if self.recompute_modes and _in_backward():
+            self.recompute_modes.pop().__exit__(None, None, None)
+            for m in self.frames.pop():
+                self.held_for_backward[m] = self.held_for_backward.get(m, 0) + 1
+            return
         for m in reversed(self.frames.pop()):
             self.release(m)
 
@@ -145,6 +161,12 @@ class Stage3:
         for m in list(self.held_for_backward):
             self._release_held(m)
         self.pending = [len(m) for m in self.members]
+
+
+def _in_backward():
+    """True while autograd executes a backward pass on this thread (where
+    checkpointing recomputes)."""
+    return torch._C._current_graph_task_id() != -1
 
 
 class _FetchOnUse(TorchFunctionMode):

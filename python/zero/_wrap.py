@@ -55,6 +55,8 @@ class _State:
         engine_cfg["optimizer"] = _config.optimizer_config(optimizer)
         self.optimizer_cfg = engine_cfg["optimizer"]
         self.stage = engine_cfg.get("stage", 0)
+        self.offload = engine_cfg.get("offload", "none")
+        self.accumulation = engine_cfg.get("gradient_accumulation_steps", 1)
         self.dtype = _DTYPES[engine_cfg.get("param_dtype", "f32")]
         named = list(model.named_parameters())
         group_of = _groups_of(named, optimizer)
@@ -131,6 +133,13 @@ class _State:
         if self.stage3 is not None:
             self.stage3.end_backward()
 
+    def check_between_steps(self, what):
+        if self.in_backward or self.got:
+            raise ZeroError("%s: a backward pass is in progress (call it between steps)" % what)
+        if self.stage3 is not None and any(self.stage3.count):
+            raise ZeroError("%s: called inside the model's forward (call it between steps)"
+                            % what)
+
     def sync_lr(self):
         for i, group in enumerate(self.param_groups):
             for key, value in self.optimizer_cfg["groups"][i].items():
@@ -160,10 +169,36 @@ def _cast_rest(model, managed, dtype):
             b.data = b.data.to(dtype)
 
 
+def _signature(model):
+    return [(n, tuple(t.shape), str(t.dtype), bool(t.requires_grad))
+            for n, t in list(model.named_parameters()) + list(model.named_buffers())]
+
+
+def _check_same_model(model, group):
+    """The same parameters and buffers (names, shapes, dtypes, trainable) on
+    every process, else a ZeroError on every process naming the first
+    difference: the engines would otherwise disagree on their layouts."""
+    mine = _signature(model)
+    every = [None] * _world(group)
+    dist.all_gather_object(every, mine, group=group)
+    for rank, theirs in enumerate(every):
+        if theirs == every[0]:
+            continue
+        for a, b in zip(every[0], theirs):
+            if a != b:
+                raise ZeroError("the model differs across processes: rank 0 has %s %s %s "
+                                "(trainable %s), rank %d has %s %s %s (trainable %s)"
+                                % (a + (rank,) + b))
+        raise ZeroError("the model differs across processes: rank 0 has %d parameters and "
+                        "buffers, rank %d has %d" % (len(every[0]), rank, len(theirs)))
+
+
 def _broadcast_from_rank0(model, group):
-    """As DDP: every process starts from rank 0's parameters and buffers."""
+    """As DDP: every process starts from rank 0's parameters and buffers
+    (after checking that they hold the same model)."""
     if _world(group) == 1:
         return
+    _check_same_model(model, group)
     src = dist.get_global_rank(group, 0) if group is not None else 0
     with torch.no_grad():
         for t in list(model.parameters()) + list(model.buffers()):
@@ -198,10 +233,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
         return self._zero_state.engine.loss_scale()
 
     def state_dict(self):
-        raise ZeroError("optimizer state_dict is not supported yet (use zero checkpoints)")
+        raise ZeroError("the optimizer's state is sharded across processes: save and load it "
+                        "with zero.save_checkpoint / zero.load_checkpoint")
 
     def load_state_dict(self, state_dict):
-        raise ZeroError("optimizer load_state_dict is not supported yet")
+        raise ZeroError("the optimizer's state is sharded across processes: save and load it "
+                        "with zero.save_checkpoint / zero.load_checkpoint")
 
 
 def wrap(model, optimizer, config=None, group=None):

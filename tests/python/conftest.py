@@ -19,15 +19,22 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def torchrun(world, script, args, timeout=900):
+    """`script` (in this folder) under torchrun with `world` processes;
+    fails the test with its stderr if it fails."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=%d" % world,
+           "--master_addr=127.0.0.1", "--master_port=%d" % _free_port(),
+           str(HERE / script)] + [str(a) for a in args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail("torchrun failed (%d):\n%s" % (proc.returncode, proc.stderr[-6000:]))
+    return proc
+
+
 def run_torchrun(tmp_path, world, cases, steps):
     cases_file, out = tmp_path / "cases.json", tmp_path / "results.json"
     cases_file.write_text(json.dumps(cases))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=%d" % world,
-           "--master_addr=127.0.0.1", "--master_port=%d" % _free_port(),
-           str(HERE / "zero_worker.py"), "--cases", str(cases_file), "--out", str(out),
-           "--steps", str(steps)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail("torchrun failed (%d):\n%s" % (proc.returncode, proc.stderr[-6000:]))
+    torchrun(world, "zero_worker.py",
+             ["--cases", cases_file, "--out", out, "--steps", steps])
     return json.loads(out.read_text())

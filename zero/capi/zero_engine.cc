@@ -15,49 +15,16 @@
 #include "base/status_macros.h"
 #include "memory/device_system.h"
 #include "zero/capi/callback_communicator.h"
+#include "zero/capi/guard.h"
 #include "zero/capi/engine_json.h"
 #include "zero/capi/param_groups.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/engine.h"
 
-struct zero_devices {
-  std::unique_ptr<zero::DeviceSystem> system;
-};
-struct zero_comm {
-  std::unique_ptr<zero::Communicator> comm;
-};
-struct zero_engine {
-  std::unique_ptr<zero::GroupedOptimizer> optimizer;  // outlives the engine
-  std::unique_ptr<zero::Engine> engine;
-};
-
 namespace zero {
 namespace {
 
-thread_local std::string last_error;
-
-int Return(const absl::Status& status) {
-  if (status.ok()) return 0;
-  last_error = status.ToString();
-  return static_cast<int>(status.code());
-}
-
-// Runs `body` (returning absl::Status) with nothing escaping but the code.
-template <class Body>
-int Guard(Body body) {
-  try {
-    return Return(body());
-  } catch (const std::exception& e) {
-    return Return(absl::InternalError(absl::StrCat("unexpected exception: ", e.what())));
-  } catch (...) {
-    return Return(absl::InternalError("unexpected exception"));
-  }
-}
-
-absl::Status Required(const void* p, absl::string_view what) {
-  if (p != nullptr) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, " is null"));
-}
+using capi::Required;
 
 absl::StatusOr<std::vector<ParamSpec>> Specs(const zero_param_spec* params, int n,
                                              std::vector<int>& groups) {
@@ -96,6 +63,8 @@ absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
   }
   auto handle = std::make_unique<zero_engine>();
   handle->optimizer = *std::move(optimizer);
+  handle->comm = comm->comm.get();
+  handle->devices = devices->system.get();
   ASSIGN_OR_RETURN(handle->engine,
                    Engine::Create(setup->config, *std::move(specs), handle->optimizer.get(),
                                   comm->comm.get(), devices->system.get(), device));
@@ -130,12 +99,12 @@ std::string StatsJson(const Engine& engine) {
 }  // namespace
 }  // namespace zero
 
-using zero::Guard;
-using zero::Required;
+using zero::capi::Guard;
+using zero::capi::Required;
 
 extern "C" {
 
-const char* zero_engine_last_error(void) { return zero::last_error.c_str(); }
+const char* zero_engine_last_error(void) { return zero::capi::LastError().c_str(); }
 
 int zero_devices_create(zero_devices_t* devices, const char* spec) {
   return Guard([&]() -> absl::Status {
@@ -299,14 +268,7 @@ int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));
     RETURN_IF_ERROR(Required(needed, "needed"));
-    const std::string json = zero::StatsJson(*engine->engine);
-    *needed = json.size() + 1;
-    if (buffer != nullptr && size > 0) {
-      const size_t n = std::min(size - 1, json.size());
-      std::memcpy(buffer, json.data(), n);
-      buffer[n] = '\0';
-    }
-    return absl::OkStatus();
+    return zero::capi::CopyOut(zero::StatsJson(*engine->engine), buffer, size, needed);
   });
 }
 

@@ -139,6 +139,22 @@ int zero_engine_loss_scale(zero_engine_t engine, double* scale);
  * when *needed > size. */
 int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size_t* needed);
 
+/* ---- Checkpoints: zero/checkpoint/checkpoint.h ----
+ * Collective, between steps, every rank with the same `root`: writes this
+ * step's checkpoint (root/step-N/, then root/latest) and returns the folder
+ * written as zero_engine_stats_json returns its text (`path` may be NULL).
+ * On error, the same on every rank, `latest` still names the previous
+ * checkpoint, intact. */
+int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t size,
+                     size_t* needed);
+/* Collective, every rank with the same `path` (a root with `latest`, or a
+ * step folder), written by any number of ranks at any stage: the engine
+ * resumes where the checkpoint was taken. On error nothing has changed. */
+int zero_engine_load(zero_engine_t engine, const char* path);
+/* Not collective, no engine: the checkpoint's fp32 master weights as one
+ * safetensors file at `output` (zero/checkpoint/consolidate.h; flat shapes). */
+int zero_checkpoint_consolidate(const char* checkpoint, const char* output);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

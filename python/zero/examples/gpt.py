@@ -4,9 +4,11 @@ training script for it:
     torchrun --nproc_per_node=2 -m zero.examples.gpt --stage 3 --steps 20
 
 The model has a token embedding tied to the output head, a frozen
-positional table, pre-LayerNorm blocks (causal attention, MLP), one block
-applied twice per forward, and a projection whose weight the parent reads
-through torch.nn.functional instead of calling the module."""
+positional table, pre-LayerNorm blocks (causal attention, MLP), the last
+block under activation checkpointing (torch.utils.checkpoint, recomputed in
+backward), one block applied twice per forward, and a projection whose
+weight the parent reads through torch.nn.functional instead of calling the
+module."""
 
 import argparse
 
@@ -14,6 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 class Block(nn.Module):
@@ -34,8 +37,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab=64, dim=32, heads=2, layers=2, seq=16):
+    """`checkpoint`: how the last block is checkpointed: "none", "reentrant"
+    or "nonreentrant" (torch.utils.checkpoint's use_reentrant)."""
+
+    def __init__(self, vocab=64, dim=32, heads=2, layers=2, seq=16, checkpoint="nonreentrant"):
         super().__init__()
+        if checkpoint not in ("none", "reentrant", "nonreentrant"):
+            raise ValueError("checkpoint=%r" % checkpoint)
+        self.checkpoint = checkpoint
         self.wte = nn.Embedding(vocab, dim)
         self.wpe = nn.Parameter(torch.randn(seq, dim) * 0.02, requires_grad=False)  # frozen
         self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
@@ -47,8 +56,12 @@ class GPT(nn.Module):
 
     def forward(self, tokens):
         x = self.wte(tokens) + self.wpe[: tokens.shape[1]]
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            if self.checkpoint != "none" and i == len(self.blocks) - 1:
+                x = torch.utils.checkpoint.checkpoint(
+                    block, x, use_reentrant=self.checkpoint == "reentrant")
+            else:
+                x = block(x)
         x = self.shared(self.shared(x))
         x = x + F.linear(x, self.proj.weight, self.proj.bias)
         return self.head(self.ln_f(x))

@@ -1,0 +1,162 @@
+"""zero against the peers a PyTorch user would pick, same model, same
+processes, one run (CPU, gloo):
+
+    torchrun --nproc_per_node=2 bench/python/peers_bench.py [--dim 256 --layers 4]
+
+Trains the example GPT (zero/examples/gpt.py, no activation checkpointing)
+with the same AdamW under DistributedDataParallel, FSDP2 (fully_shard per
+block, then the root), and zero.wrap at stages 2 and 3, and prints per
+framework the median step time and this rank's model-state bytes:
+- persistent: parameters, gradients and optimizer state held between
+  steps (storages counted once; DDP with gradient_as_bucket_view, so its
+  buckets are the gradients);
+- peak: persistent plus the largest set of whole parameters gathered at
+  once (stage 3 and FSDP2; sampled at every module's forward and backward
+  boundary for FSDP2, the pool's peak for zero).
+Then the ratios the issue asks for: zero stage 3 / FSDP2 and zero stage 2 /
+DDP, for step time and peak bytes (goal <= 1.0)."""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+import zero
+from zero.examples.gpt import GPT, batch, loss_fn
+
+
+def _storages(tensors):
+    seen, total = set(), 0
+    for t in tensors:
+        if t is None:
+            continue
+        if hasattr(t, "to_local"):
+            t = t.to_local()
+        s = t.untyped_storage()
+        if s.data_ptr() not in seen and s.nbytes() > 0:
+            seen.add(s.data_ptr())
+            total += s.nbytes()
+    return total
+
+
+def _persistent(model, opt):
+    params = list(model.parameters())
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    return _storages(params + [p.grad for p in params] + state)
+
+
+class _GatheredPeak:
+    """FSDP2: the largest sum of unsharded parameter storages alive at any
+    module boundary of forward and backward."""
+
+    def __init__(self, model):
+        self.params, self.peak = [], 0
+        for module in model.modules():
+            state = getattr(module, "_get_fsdp_state", None)
+            group = state()._fsdp_param_group if state is not None else None
+            if group is not None:
+                self.params += group.fsdp_params
+        for module in model.modules():
+            module.register_forward_pre_hook(lambda *a: self.sample())
+            module.register_forward_hook(lambda *a: self.sample())
+            module.register_full_backward_hook(lambda *a: self.sample())
+
+    def sample(self):
+        total = 0
+        for p in self.params:
+            for t in getattr(p, "all_gather_outputs", []) or []:
+                total += t.untyped_storage().nbytes()
+        self.peak = max(self.peak, total)
+
+
+def _model(args):
+    torch.manual_seed(0)
+    return GPT(vocab=args.vocab, dim=args.dim, heads=args.heads, layers=args.layers,
+               seq=args.seq, checkpoint="none")
+
+
+def _train(model, opt, args, rank, scale=None):
+    times = []
+    for step in range(args.warmup + args.steps):
+        x, y = batch(step, rank, 0, rows=args.rows, seq=args.seq, vocab=args.vocab)
+        dist.barrier()
+        start = time.perf_counter()
+        loss_fn(model(x), y).backward()
+        opt.step()
+        if scale is not None:
+            scale()
+        times.append(time.perf_counter() - start)
+    persistent = None
+    return statistics.median(times[args.warmup:]), persistent
+
+
+def run(kind, args, rank):
+    model = _model(args)
+    gathered = None
+    if kind == "ddp":
+        model = DistributedDataParallel(model, gradient_as_bucket_view=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    elif kind == "fsdp2":
+        for block in list(model.blocks) + [model.shared]:
+            fully_shard(block)
+        fully_shard(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        gathered = _GatheredPeak(model)
+    else:
+        stage = int(kind[-1])
+        block = sum(p.numel() for p in model.blocks[0].parameters())
+        config = {"zero_optimization": {"stage": stage, "reduce_bucket_size": block,
+                                        "stage3_prefetch_bucket_size": args.prefetch_blocks * block,
+                                        "stage3_param_persistence_threshold": 0},
+                  "zero": {"ordered_reductions": bool(args.ordered)}}
+        model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters(), lr=1e-3), config)
+    seconds, _ = _train(model, opt, args, rank)
+    if kind.startswith("zero"):
+        summary = zero.memory_summary(model)
+        persistent = summary["model_states"]["device_bytes"]
+        peak = persistent + summary["pool"]["tags"]["gathered"]["peak"]
+    else:
+        persistent = _persistent(model, opt)
+        peak = persistent + (gathered.peak if gathered is not None else 0)
+    opt.zero_grad()
+    return {"seconds": seconds, "persistent": persistent, "peak": peak}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=4096)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--ordered", type=int, default=1,
+                        help="zero's rank-ordered reductions (1, bit-exact) or gloo's own (0)")
+    parser.add_argument("--prefetch_blocks", type=float, default=0.0,
+                        help="stage 3 prefetch bucket in blocks (FSDP2 prefetches one)")
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results = {kind: run(kind, args, rank) for kind in ("ddp", "fsdp2", "zero2", "zero3")}
+    if rank == 0:
+        psi = sum(p.numel() for p in _model(args).parameters())
+        print("%d processes, %d parameters, %d timed steps (median)" % (world, psi, args.steps))
+        print("%-8s %10s %14s %14s" % ("", "step ms", "persistent B", "peak B"))
+        for kind, r in results.items():
+            print("%-8s %10.1f %14d %14d" % (kind, 1e3 * r["seconds"], r["persistent"], r["peak"]))
+        for ours, peer in (("zero3", "fsdp2"), ("zero2", "ddp")):
+            a, b = results[ours], results[peer]
+            print("%s/%s: step time %.3f, peak model-state bytes %.3f, persistent %.3f"
+                  % (ours, peer, a["seconds"] / b["seconds"], a["peak"] / b["peak"],
+                     a["persistent"] / b["persistent"]))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

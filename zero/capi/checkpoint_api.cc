@@ -1,0 +1,55 @@
+// The checkpoint functions of zero_engine.h over zero/checkpoint: the handle
+// already holds what a checkpoint participant needs (engine, optimizer,
+// communicator, devices).
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/status_macros.h"
+#include "zero/capi/guard.h"
+#include "zero/capi/zero_engine.h"
+#include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/consolidate.h"
+
+namespace zero::capi {
+namespace {
+
+checkpoint::Participant Of(zero_engine& handle) {
+  return {*handle.engine, *handle.optimizer, *handle.comm, *handle.devices};
+}
+
+}  // namespace
+}  // namespace zero::capi
+
+using zero::capi::Guard;
+using zero::capi::Required;
+
+extern "C" {
+
+int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t size,
+                     size_t* needed) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(root, "root"));
+    ASSIGN_OR_RETURN(std::string written,
+                     zero::checkpoint::Save(zero::capi::Of(*engine), root));
+    return zero::capi::CopyOut(written, path, size, needed);
+  });
+}
+
+int zero_engine_load(zero_engine_t engine, const char* path) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(path, "path"));
+    return zero::checkpoint::Load(zero::capi::Of(*engine), path);
+  });
+}
+
+int zero_checkpoint_consolidate(const char* checkpoint, const char* output) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
+    RETURN_IF_ERROR(Required(output, "output"));
+    return zero::checkpoint::ConsolidateToSafetensors(checkpoint, output).status();
+  });
+}
+
+}  // extern "C"

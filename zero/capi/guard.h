@@ -1,0 +1,59 @@
+// What every C function of libzero_engine.so does at the boundary: the
+// handles' definitions (opaque in zero_engine.h), a status turned into an int
+// code plus this thread's error text, and no exception let through.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "memory/device_system.h"
+#include "optimizers/optimizer.h"
+#include "zero/capi/param_groups.h"
+#include "zero/capi/zero_engine.h"
+#include "zero/comm/communicator.h"
+#include "zero/engine.h"
+
+struct zero_devices {
+  std::unique_ptr<zero::DeviceSystem> system;
+};
+struct zero_comm {
+  std::unique_ptr<zero::Communicator> comm;
+};
+struct zero_engine {
+  std::unique_ptr<zero::GroupedOptimizer> optimizer;  // outlives the engine
+  std::unique_ptr<zero::Engine> engine;
+  // Not owned: the caller destroys engines before these (zero_engine.h).
+  zero::Communicator* comm = nullptr;
+  zero::DeviceSystem* devices = nullptr;
+};
+
+namespace zero::capi {
+
+// The text zero_engine_last_error() returns on this thread.
+std::string& LastError();
+
+// 0 for OK; else the code, with the text kept in LastError().
+int Return(const absl::Status& status);
+
+absl::Status Required(const void* p, absl::string_view what);
+
+// Runs `body` (returning absl::Status) with nothing escaping but the code.
+template <class Body>
+int Guard(Body body) {
+  try {
+    return Return(body());
+  } catch (const std::exception& e) {
+    return Return(absl::InternalError(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return Return(absl::InternalError("unexpected exception"));
+  }
+}
+
+// Copies `text` into the caller's buffer NCCL-style: at most `size` bytes
+// (NUL included) into `buffer` (may be null when size is 0), and the full
+// length plus one into *needed.
+absl::Status CopyOut(const std::string& text, char* buffer, size_t size, size_t* needed);
+
+}  // namespace zero::capi
