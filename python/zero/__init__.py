@@ -11,7 +11,13 @@ Run one process per device (torchrun); the engine's collectives go through
 the torch.distributed process group the program has (gloo on CPU). The
 config is a dict or a JSON file in DeepSpeed's keys (see _config.py). With
 gradient_accumulation_steps = k, call optimizer.step() after k backward
-passes and do not divide the loss by k: the engine averages."""
+passes and do not divide the loss by k: the engine averages.
+
+Checkpoints (_checkpoint.py): save_checkpoint / load_checkpoint (sharded,
+any process count in and out), state_dict / load_state_dict (the model's own
+keys, whole), consolidate (fp32 masters to safetensors). memory_summary
+(_memory.py): this rank's pool and its model-state bytes beside the ZeRO
+formula."""
 
 from ._checkpoint import (consolidate, load_checkpoint, load_state_dict, read_safetensors,
                           save_checkpoint, state_dict)

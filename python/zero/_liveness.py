@@ -6,6 +6,7 @@ every count twice, `stale` seconds apart: a process whose count did not move
 has stopped (killed, crashed or hung outside Python), and the error names
 it. Counts, not clocks, so the hosts' clocks need not agree."""
 
+import atexit
 import threading
 import time
 
@@ -34,6 +35,9 @@ class Heartbeat:
         self.store.set(self._key(rank), "0")
         self.thread = threading.Thread(target=self._beat, name="zero-heartbeat", daemon=True)
         self.thread.start()
+        # Joined before the interpreter shuts down: a daemon thread still
+        # inside the store's C++ code at finalization aborts the process.
+        atexit.register(self.close)
 
     @staticmethod
     def _key(rank):
@@ -86,3 +90,5 @@ class Heartbeat:
 
     def close(self):
         self.stop.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join()
