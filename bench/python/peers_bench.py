@@ -112,7 +112,8 @@ def run(kind, args, rank):
         config = {"zero_optimization": {"stage": stage, "reduce_bucket_size": block,
                                         "stage3_prefetch_bucket_size": args.prefetch_blocks * block,
                                         "stage3_param_persistence_threshold": 0},
-                  "zero": {"ordered_reductions": bool(args.ordered)}}
+                  "zero": {"ordered_reductions": bool(args.ordered),
+                           "fetch_granularity": args.granularity}}
         model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters(), lr=1e-3), config)
     seconds, _ = _train(model, opt, args, rank)
     if kind.startswith("zero"):
@@ -138,6 +139,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--ordered", type=int, default=1,
                         help="zero's rank-ordered reductions (1, bit-exact) or gloo's own (0)")
+    parser.add_argument("--granularity", default="block", choices=("block", "module"),
+                        help="stage 3 gathers per block (as FSDP2 is wrapped here) or module")
     parser.add_argument("--prefetch_blocks", type=float, default=0.0,
                         help="stage 3 prefetch bucket in blocks (FSDP2 prefetches one)")
     args = parser.parse_args()

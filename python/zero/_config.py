@@ -157,6 +157,8 @@ def engine_config(config, world_size):
     if own is not None:
         options["devices"] = own.take("devices", str)
         options["ordered_reductions"] = own.take("ordered_reductions", bool, True)
+        options["fetch_granularity"] = own.take("fetch_granularity", str, "module",
+                                                lambda v: v in ("module", "block"))
         own.done()
     reader.done()
     return engine, options

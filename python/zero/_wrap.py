@@ -60,7 +60,7 @@ class _State:
         self.dtype = _DTYPES[engine_cfg.get("param_dtype", "f32")]
         named = list(model.named_parameters())
         group_of = _groups_of(named, optimizer)
-        self._register(model, named, group_of)
+        self._register(model, named, group_of, options.get("fetch_granularity", "module"))
         _cast_rest(model, self.by_param, self.dtype)
         _broadcast_from_rank0(model, group)
         specs = [(e.name, e.param.numel(), e.module, e.group) for e in self.entries]
@@ -78,26 +78,38 @@ class _State:
         self.got = set()
         self.in_backward = False
 
-    def _register(self, model, named, group_of):
-        """Entries in named_parameters order. Each module that first holds a
-        trainable parameter is one engine module; `uses` lists, per module,
-        the engine modules of its own parameters (a tied weight's owner too)."""
+    def _register(self, model, named, group_of, granularity):
+        """Entries in named_parameters order. Each unit that first holds a
+        trainable parameter is one engine module: every module ("module",
+        DeepSpeed's granularity), or every block (a child of a
+        ModuleList/Sequential, or a module of a block's class) and the root
+        for the rest ("block", FSDP2's usual wrapping: fewer, larger
+        gathers). `uses` lists, per module, the engine modules of its
+        own parameters (a tied weight's owner too); a block is a user of its
+        whole unit, so it is fetched once on entry."""
         trainable = {id(p) for _, p in named if p.requires_grad}
-        owner, self.uses, self.members = {}, {}, []
+        unit_of = _units(model, granularity)
+        owner, self.uses, self.members, unit_ids = {}, {}, [], {}
         for module in model.modules():
-            uses, mine = [], None
+            uses = []
             for p in module._parameters.values():
                 if p is None or id(p) not in trainable:
                     continue
                 if id(p) not in owner:
-                    if mine is None:
-                        mine = len(self.members)
+                    unit = unit_of[module]
+                    if unit not in unit_ids:
+                        unit_ids[unit] = len(self.members)
                         self.members.append([])
-                    owner[id(p)] = mine
+                    owner[id(p)] = unit_ids[unit]
                 if owner[id(p)] not in uses:
                     uses.append(owner[id(p)])
             if uses:
                 self.uses[module] = uses
+        if granularity == "block":
+            for unit, m in unit_ids.items():
+                self.uses.setdefault(unit, [])
+                if m not in self.uses[unit]:
+                    self.uses[unit].insert(0, m)
         self.entries, self.by_param = [], {}
         for name, p in named:
             if id(p) in trainable:
@@ -151,6 +163,27 @@ class _State:
             if lr != self.lrs[i]:
                 self.engine.set_lr(i, lr)
                 self.lrs[i] = lr
+
+
+def _units(model, granularity):
+    """module -> the module that stands for its unit."""
+    if granularity == "module":
+        return {m: m for m in model.modules()}
+    # A block: a child of a ModuleList/Sequential, or any module of the same
+    # class (a block called on its own, as FSDP's transformer wrap policy).
+    kinds = {type(c) for m in model.modules()
+             if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) for c in m.children()}
+    roots = {model} | {m for m in model.modules() if type(m) in kinds}
+    unit_of = {}
+
+    def walk(module, unit):
+        unit = module if module in roots else unit
+        if module not in unit_of:
+            unit_of[module] = unit
+            for child in module.children():
+                walk(child, unit)
+    walk(model, model)
+    return unit_of
 
 
 def _world(group):

@@ -64,10 +64,33 @@ def test_unsupported_optimizer_and_options():
     ({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4,
       "gradient_accumulation_steps": 2}, "train_batch_size 10"),
     ({"activation_checkpointing": {}}, "'activation_checkpointing' is unknown"),
+    ({"zero": {"fetch_granularity": "leaf"}}, "'zero.fetch_granularity'"),
 ])
 def test_bad_config_key(config, match):
     model, opt = _model_and_adamw()
     _raises(match, model, opt, config)
+
+
+def test_optimizer_state_dict_points_to_checkpoints():
+    model, opt = _model_and_adamw()
+    model, opt = zero.wrap(model, opt, {})
+    with pytest.raises(zero.ZeroError, match="zero.save_checkpoint"):
+        opt.state_dict()
+
+
+def test_checkpoint_calls_on_an_unwrapped_model(tmp_path):
+    for call in (lambda m: zero.save_checkpoint(m, tmp_path), zero.state_dict,
+                 lambda m: zero.load_state_dict(m, {}), zero.memory_summary):
+        with pytest.raises(zero.ZeroError, match="not wrapped"):
+            call(GPT())
+
+
+def test_consolidate_and_safetensors_errors(tmp_path):
+    with pytest.raises(zero.ZeroError, match="consolidating"):
+        zero.consolidate(tmp_path / "none", tmp_path / "out.safetensors")
+    (tmp_path / "short.safetensors").write_bytes(b"\x10\x00")
+    with pytest.raises(zero.ZeroError, match="not a safetensors file"):
+        zero.read_safetensors(tmp_path / "short.safetensors")
 
 
 def test_config_from_a_json_file(tmp_path):

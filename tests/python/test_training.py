@@ -90,6 +90,9 @@ CASES_2 = {
        for s in (0, 3)},
     "fp32_s3_reentrant": dict(_stage(3), checkpoint="reentrant"),
     "fp32_s3_no_checkpointing": dict(_stage(3), checkpoint="none"),
+    "fp32_s3_blocks": _stage(3, zero={"fetch_granularity": "block"}),
+    "bf16_s3_blocks_offload": _stage(3, "parameters", bf16={"enabled": True},
+                                     zero={"fetch_granularity": "block"}),
 }
 # 4 processes: every value of every axis at least once (the whole matrix
 # at 4 processes on 2 cores would double the suite's time).
@@ -158,8 +161,10 @@ def test_stages_and_offloads_agree_bit_for_bit(world, precision, world2, world4)
         assert r["fp16_s0"]["digest"] == r["fp16_s3"]["digest"]
         assert r["adamw_s2_clip"]["digest"] == r["adamw_s3_clip"]["digest"]
         # Checkpointing (either kind) recomputes the same values.
-        for name in ("fp32_s3_reentrant", "fp32_s3_no_checkpointing"):
+        # So do both fetch granularities (module, block).
+        for name in ("fp32_s3_reentrant", "fp32_s3_no_checkpointing", "fp32_s3_blocks"):
             assert r[name]["digest"] == r["fp32_s3_gas1_none"]["digest"], name
+        assert r["bf16_s3_blocks_offload"]["digest"] == r["bf16_s3_gas1_none"]["digest"]
 
 
 @pytest.mark.parametrize("world", [2, 4])
