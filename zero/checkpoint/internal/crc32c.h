@@ -1,8 +1,8 @@
 // CRC-32C (Castagnoli, the iSCSI / ext4 / safetensors-tooling checksum):
 // Debian 12's abseil predates absl::crc32c, so the checkpoints carry their
-// own. Uses the SSE4.2 crc32 instruction when the CPU has it (about 10x the
-// table's speed, so checksumming never limits a save), else slicing-by-8
-// tables; both give the same values.
+// own. Uses the SSE4.2 crc32 instruction when the CPU has it, in three
+// interleaved lanes (about 3x one dependent chain, 30x the tables), else
+// slicing-by-8 tables; all give the same values.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +18,10 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t bytes);
 
 inline uint32_t Crc32c(const void* data, size_t bytes) { return Crc32cExtend(0, data, bytes); }
 inline uint32_t Crc32c(std::string_view s) { return Crc32c(s.data(), s.size()); }
+
+// The CRC of a followed by b from Crc32c(a), Crc32c(b) and b's length, in
+// O(log) time without the data: a file's CRC from its chunks' CRCs.
+uint32_t Crc32cCombine(uint32_t first, uint32_t second, size_t second_bytes);
 
 // The table path alone, so tests can check it against the instruction.
 uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t bytes);
