@@ -66,7 +66,7 @@ absl::StatusOr<WrittenFile> WriteDataFile(const Participant& p, const std::strin
     const float* data = host.data() + c.buffer * u.shard + (c.shard_index - u.shard_offset);
     const size_t bytes = (c.end - c.begin) * sizeof(float);
     out.chunk_crcs.push_back(Crc32c(data, bytes));
-    RETURN_IF_ERROR(writer.Append(data, bytes));
+    RETURN_IF_ERROR(writer.Append(data, bytes, out.chunk_crcs.back()));
   }
   if (writer.bytes() != plan.bytes) {
     return absl::InternalError(

@@ -10,7 +10,9 @@
 #include "optimizers/sgd.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/internal/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::testing_model {
 namespace {
@@ -88,6 +90,24 @@ class CorruptCheckpoint : public ::testing::Test {
   std::unique_ptr<Cluster> victim_;
   ModelStates before_;
 };
+
+// The file checksums in the manifest come from the chunks' (combined, not
+// recomputed): they must still be each whole file's CRC.
+TEST_F(CorruptCheckpoint, ManifestHoldsEachFilesCrc) {
+  auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  absl::StatusOr<checkpoint::Manifest> m =
+      checkpoint::ParseManifest(read(step_ + "/" + checkpoint::kManifestName), step_);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->files.size(), 4u);
+  for (const checkpoint::FileRecord& file : m->files) {
+    const std::string bytes = read(step_ + "/" + file.name);
+    EXPECT_EQ(bytes.size(), file.bytes) << file.name;
+    EXPECT_EQ(Crc32c(bytes), file.crc32c) << file.name;
+  }
+}
 
 TEST_F(CorruptCheckpoint, TruncatedDataFile) {
   fs::resize_file(File(1), fs::file_size(File(1)) - 10);

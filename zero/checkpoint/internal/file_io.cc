@@ -57,8 +57,12 @@ absl::Status AtomicFileWriter::Fail(const char* what) {
 }
 
 absl::Status AtomicFileWriter::Append(const void* data, size_t bytes) {
+  return Append(data, bytes, Crc32c(data, bytes));
+}
+
+absl::Status AtomicFileWriter::Append(const void* data, size_t bytes, uint32_t data_crc) {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
-  crc_ = Crc32cExtend(crc_, data, bytes);
+  crc_ = Crc32cCombine(crc_, data_crc, bytes);
   const auto* p = static_cast<const char*>(data);
   for (size_t done = 0; done < bytes;) {
     const ssize_t n = write(fd_, p + done, bytes - done);

@@ -26,6 +26,9 @@ class AtomicFileWriter {
   ~AtomicFileWriter();
 
   absl::Status Append(const void* data, size_t bytes);
+  // The same when the caller already has Crc32c(data, bytes): the file's
+  // CRC is extended by combining, so each byte is checksummed once.
+  absl::Status Append(const void* data, size_t bytes, uint32_t data_crc);
   // fsync, rename into place, fsync the folder. The writer is spent after.
   absl::Status Commit();
 
