@@ -8,6 +8,14 @@
 #include "absl/strings/str_format.h"
 
 namespace zero::json {
+
+Value::Value() = default;
+Value::Value(const Value&) = default;
+Value::Value(Value&&) noexcept = default;
+Value& Value::operator=(const Value&) = default;
+Value& Value::operator=(Value&&) noexcept = default;
+Value::~Value() = default;
+
 namespace {
 
 constexpr int kMaxDepth = 200;

@@ -48,6 +48,16 @@ struct Pos {
 struct Value {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
 
+  // Defined in json.cc, where Value is complete: clang 14 with libstdc++ 12
+  // otherwise instantiates the members' destructors inside this class, on
+  // std::pair<std::string, Value> while Value is still incomplete.
+  Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   Kind kind = Kind::kNull;
   Pos pos;  // where the value starts
   bool boolean = false;
