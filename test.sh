@@ -14,7 +14,9 @@
 # Then the Python package's pytest suite (tests/python/, in .venv/ made by
 # python/setup_venv.sh), when the whole suite runs without extra flags (a
 # sanitizer build of libzero_engine.so cannot load into Python) and
-# ZERO_SKIP_PYTHON is unset; each pytest case counts once.
+# ZERO_SKIP_PYTHON is unset; each pytest case counts once. Then, on the same
+# condition with ZERO_SKIP_FUZZ unset, each fuzz target's short run
+# (bench/fuzz.sh, ZERO_FUZZ_SECONDS each, default 30) counts once.
 # Last line printed: "N passed, N failed, N skipped". Exits non-zero if
 # anything failed, nothing passed, or bazel itself failed.
 set -uo pipefail
@@ -25,12 +27,12 @@ flags=(--keep_going --test_output=errors)
 # CI logs: no cursor tricks, fewer progress lines.
 [[ -n "${CI:-}" ]] && flags+=(--curses=no --show_progress_rate_limit=30)
 targets=(//...)
-python_tests=$(( $# == 0 ))
+whole_suite=$(( $# == 0 ))
 for ((i = 1; i <= $#; ++i)); do
   if [[ ${!i} == -- ]]; then
     targets=("${@:i+1}")
     set -- "${@:1:i-1}"
-    [[ $# -eq 0 && ${targets[*]} == //... ]] || python_tests=0
+    [[ $# -eq 0 && ${targets[*]} == //... ]] || whole_suite=0
     break
   fi
 done
@@ -80,7 +82,7 @@ while read -r target status; do
 done < <(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^//[^ ]+ +(\(cached\) )?[A-Z]')
 
 # pytest's closing line ("3 passed, 1 failed, 2 skipped in 9.1s") into the counts.
-if ((python_tests)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
+if ((whole_suite)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
   if bash python/setup_venv.sh && bazel build "${flags[@]}" //zero/capi:zero_engine >/dev/null 2>&1; then
     ZERO_ENGINE_LIB="$PWD/bazel-bin/zero/capi/libzero_engine.so" \
       .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$log"
@@ -96,6 +98,19 @@ if ((python_tests)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
     [[ -z $line ]] && { echo "python tests: no result line"; ((++failed)); }
   else
     echo "python tests: setup (python/setup_venv.sh) or libzero_engine.so build failed"
+    ((++failed))
+  fi
+fi
+
+# bench/fuzz.sh's closing line: "fuzz: 5 passed, 0 failed".
+if ((whole_suite)) && [[ -z ${ZERO_SKIP_FUZZ:-} ]]; then
+  bash bench/fuzz.sh "${ZERO_FUZZ_SECONDS:-30}" 2>&1 | tee "$log"
+  line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  if [[ -n $line ]]; then
+    read -r fuzz_passed fuzz_failed < <(grep -oE '[0-9]+' <<<"$line" | tr '\n' ' ')
+    ((passed += fuzz_passed, failed += fuzz_failed))
+  else
+    echo "fuzz: no result line"
     ((++failed))
   fi
 fi

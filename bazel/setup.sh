@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the build needs, only when missing (idempotent, quiet).
+#   bash bazel/setup.sh [fuzz]    (fuzz: also clang and libFuzzer, for bench/fuzz.sh)
 set -euo pipefail
 
 packages=(bazel-bootstrap g++ libabsl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev pkg-config)
+[[ ${1:-} == fuzz ]] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

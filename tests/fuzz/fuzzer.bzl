@@ -18,11 +18,11 @@ def zero_fuzzer(name, srcs, deps, corpus):
         name = name,
         testonly = True,
         deps = [":" + name + "_lib"] + select({
-            ":fuzzing": [],
+            "//bazel:fuzzing": [],
             "//conditions:default": [":replay_main"],
         }),
         linkopts = select({
-            ":fuzzing": ["-fsanitize=fuzzer"],
+            "//bazel:fuzzing": ["-fsanitize=fuzzer"],
             "//conditions:default": [],
         }),
     )
