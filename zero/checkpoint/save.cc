@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
@@ -132,8 +131,7 @@ Manifest BuildManifest(const Participant& p, const std::vector<DataFilePlan>& pl
 absl::Status Publish(const Manifest& manifest, const std::string& root, const std::string& name) {
   const std::string folder = absl::StrCat(root, "/", name);
   RETURN_IF_ERROR(
-      WriteFileAtomically(absl::StrCat(folder, "/", kManifestName), SerializeManifest(manifest)));
-  RETURN_IF_ERROR(SyncDirectory(folder));
+      WriteWholeFileAtomically(absl::StrCat(folder, "/", kManifestName), SerializeManifest(manifest)));
   return PointLatestAt(root, name);
 }
 
@@ -166,7 +164,9 @@ absl::StatusOr<std::string> Save(const Participant& p, const std::string& root,
     status = agree.AllOk(published);
   }
   if (!status.ok()) {
-    if (rank == 0) RemoveFailedSave(folder, world);
+    // A save that failed only after `latest` named it (its folder's fsync)
+    // is complete: removing it would leave `latest` naming nothing.
+    if (rank == 0 && !LatestNames(root, name)) RemoveFailedSave(folder, world);
     return absl::Status(status.code(),
                         absl::StrCat("saving a checkpoint in '", folder, "': ", status.message()));
   }

@@ -1,10 +1,12 @@
 // The checkpoint format's parts on their own: CRC-32C, the JSON subset, the
 // manifest's round trip and checks, and the chunk plan's coverage.
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -133,6 +135,38 @@ TEST(Manifest, RejectsDamage) {
               HasSubstr("truncated"));
   EXPECT_THAT(std::string(ParseManifest("{}", "m").status().message()),
               HasSubstr("does not start"));
+}
+
+// A checkpoint of another version of the format: refused, naming both
+// versions, whether the header line, the JSON or a data file says so.
+TEST(FormatVersion, AnotherVersionIsRefusedNamingBoth) {
+  const std::string text = SerializeManifest(TwoParamManifest());
+  const size_t v = text.find(" v1 ");
+  ASSERT_NE(v, std::string::npos);
+  std::string newer = text;
+  newer.replace(v, 4, " v2 ");
+  absl::Status header = ParseManifest(newer, "m").status();
+  EXPECT_EQ(header.code(), absl::StatusCode::kFailedPrecondition) << header;
+  EXPECT_THAT(std::string(header.message()),
+              HasSubstr("manifest 'm' is format version 2; this build reads version 1"));
+
+  // The JSON's own "version", resealed so the header's checksum passes.
+  const size_t newline = text.find('\n');
+  std::string body = text.substr(newline + 1);
+  const size_t field = body.find("\"version\": 1");
+  ASSERT_NE(field, std::string::npos);
+  body.replace(field, 12, "\"version\": 7");
+  const std::string resealed = absl::StrFormat(
+      "zero-checkpoint-manifest v1 crc32c=%08x bytes=%d\n%s", Crc32c(body), body.size(), body);
+  absl::Status json = ParseManifest(resealed, "m").status();
+  EXPECT_THAT(std::string(json.message()),
+              HasSubstr("format version 7; this build reads version 1"));
+
+  std::string data = EncodeDataHeader({});
+  const uint32_t two = 2;
+  std::memcpy(data.data() + 8, &two, 4);
+  EXPECT_THAT(std::string(DecodeDataHeader(data, "d").status().message()),
+              HasSubstr("'d' has format version 2; this build reads 1"));
 }
 
 TEST(Manifest, ChecksTheModelAndOptimizer) {

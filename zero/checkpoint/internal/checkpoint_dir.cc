@@ -9,7 +9,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/file_io.h"
@@ -23,6 +22,7 @@ absl::StatusOr<std::string> CreateStepFolder(const std::string& root, int64_t st
   for (int k = 0;; ++k) {
     const std::string name = k == 0 ? base : absl::StrCat(base, ".", k);
     const std::string path = absl::StrCat(root, "/", name);
+    RETURN_IF_ERROR(FaultPoint(FileOp::kCreate, path));
     if (mkdir(path.c_str(), 0755) == 0) return name;
     if (errno != EEXIST) {
       return absl::InternalError(
@@ -32,9 +32,8 @@ absl::StatusOr<std::string> CreateStepFolder(const std::string& root, int64_t st
 }
 
 absl::Status PointLatestAt(const std::string& root, const std::string& step_folder) {
-  RETURN_IF_ERROR(
-      WriteFileAtomically(absl::StrCat(root, "/", kLatestName), absl::StrCat(step_folder, "\n")));
-  return SyncDirectory(root);
+  return WriteWholeFileAtomically(absl::StrCat(root, "/", kLatestName),
+                                  absl::StrCat(step_folder, "\n"));
 }
 
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
@@ -53,6 +52,11 @@ absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
         "'%s' should name a checkpoint folder beside it, not '%s'", latest, folder));
   }
   return absl::StrCat(path, "/", folder);
+}
+
+bool LatestNames(const std::string& root, const std::string& step_folder) {
+  absl::StatusOr<std::string> name = ReadWholeFile(absl::StrCat(root, "/", kLatestName));
+  return name.ok() && absl::StripAsciiWhitespace(*name) == step_folder;
 }
 
 void RemoveFailedSave(const std::string& folder, int world_size) {

@@ -33,6 +33,9 @@ absl::Status PointLatestAt(const std::string& root, const std::string& step_fold
 // neither exists.
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path);
 
+// Whether root/latest names `step_folder` (false when unreadable).
+bool LatestNames(const std::string& root, const std::string& step_folder);
+
 // Best effort: removes a failed save's folder, its manifest first (which
 // would claim completeness) and the data files in it.
 void RemoveFailedSave(const std::string& folder, int world_size);

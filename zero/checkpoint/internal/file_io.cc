@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -21,7 +22,21 @@ absl::Status ErrnoError(std::string_view what, const std::string& path) {
   return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
 }
 
+std::atomic<FaultHook> fault_hook{nullptr};
+
+// An injected fault as the step's error, naming the file like a real one.
+absl::Status Injected(const absl::Status& fault, std::string_view what, const std::string& path) {
+  return absl::Status(fault.code(), absl::StrFormat("%s '%s': %s", what, path, fault.message()));
+}
+
 }  // namespace
+
+void SetFaultHookForTesting(FaultHook hook) { fault_hook.store(hook); }
+
+absl::Status FaultPoint(FileOp op, std::string_view path) {
+  const FaultHook hook = fault_hook.load(std::memory_order_relaxed);
+  return hook == nullptr ? absl::OkStatus() : hook(op, path);
+}
 
 // ----------------------------------------------------------------- writer
 
@@ -43,6 +58,9 @@ AtomicFileWriter::~AtomicFileWriter() {
 
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path) {
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  if (absl::Status f = FaultPoint(FileOp::kCreate, tmp); !f.ok()) {
+    return Injected(f, "cannot create", tmp);
+  }
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
   return AtomicFileWriter(path, std::move(tmp), fd);
@@ -50,10 +68,14 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path)
 
 absl::Status AtomicFileWriter::Fail(const char* what) {
   absl::Status status = ErrnoError(what, tmp_);
+  Discard();
+  return status;
+}
+
+void AtomicFileWriter::Discard() {
   close(fd_);
   unlink(tmp_.c_str());
   fd_ = -1;
-  return status;
 }
 
 absl::Status AtomicFileWriter::Append(const void* data, size_t bytes) {
@@ -64,6 +86,10 @@ absl::Status AtomicFileWriter::Append(const void* data, size_t bytes, uint32_t d
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
   crc_ = Crc32cCombine(crc_, data_crc, bytes);
   const auto* p = static_cast<const char*>(data);
+  if (absl::Status f = FaultPoint(FileOp::kWrite, tmp_); !f.ok()) {
+    Discard();
+    return Injected(f, "cannot write", tmp_);
+  }
   for (size_t done = 0; done < bytes;) {
     const ssize_t n = write(fd_, p + done, bytes - done);
     if (n < 0 && errno == EINTR) continue;
@@ -76,11 +102,19 @@ absl::Status AtomicFileWriter::Append(const void* data, size_t bytes, uint32_t d
 
 absl::Status AtomicFileWriter::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
+  if (absl::Status f = FaultPoint(FileOp::kFsync, tmp_); !f.ok()) {
+    Discard();
+    return Injected(f, "cannot fsync", tmp_);
+  }
   if (fsync(fd_) != 0) return Fail("cannot fsync");
   if (close(std::exchange(fd_, -1)) != 0) {
     absl::Status status = ErrnoError("cannot close", tmp_);
     unlink(tmp_.c_str());
     return status;
+  }
+  if (absl::Status f = FaultPoint(FileOp::kRename, tmp_); !f.ok()) {
+    unlink(tmp_.c_str());
+    return Injected(f, "cannot rename into place", tmp_);
   }
   if (rename(tmp_.c_str(), path_.c_str()) != 0) {
     absl::Status status = ErrnoError("cannot rename into place", tmp_);
@@ -137,6 +171,13 @@ absl::Status RandomAccessFile::ReadAt(uint64_t offset, void* dst, size_t bytes) 
 
 // ----------------------------------------------------------------- helpers
 
+absl::Status WriteWholeFileAtomically(const std::string& path, std::string_view contents) {
+  absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Open(path);
+  if (!writer.ok()) return writer.status();
+  if (absl::Status s = writer->Append(contents.data(), contents.size()); !s.ok()) return s;
+  return writer->Commit();
+}
+
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(path);
   if (!file.ok()) return file.status();
@@ -151,6 +192,9 @@ bool FileExists(const std::string& path) {
 }
 
 absl::Status SyncDirectory(const std::string& dir) {
+  if (absl::Status f = FaultPoint(FileOp::kSyncFolder, dir); !f.ok()) {
+    return Injected(f, "cannot fsync folder", dir);
+  }
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("cannot open folder", dir);
   const bool ok = fsync(fd) == 0;

@@ -11,10 +11,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
 namespace zero::checkpoint {
+
+// Test-only fault injection, for crash-consistency tests: with a hook set,
+// every step that changes the disk during a save calls it first, and an
+// error it returns is that step's error (e.g. a full disk); it may also end
+// the process there. Off by default; then each step costs one relaxed
+// atomic load. The hook is called from every rank's thread at once.
+enum class FileOp { kCreate, kWrite, kFsync, kRename, kSyncFolder };
+using FaultHook = absl::Status (*)(FileOp op, std::string_view path);
+void SetFaultHookForTesting(FaultHook hook);  // null: off
+// What each step calls: OK when no hook is set.
+absl::Status FaultPoint(FileOp op, std::string_view path);
 
 class AtomicFileWriter {
  public:
@@ -37,7 +49,8 @@ class AtomicFileWriter {
 
  private:
   AtomicFileWriter(std::string path, std::string tmp, int fd);
-  absl::Status Fail(const char* what);  // closes and unlinks the temporary
+  absl::Status Fail(const char* what);  // Discard, with errno's reason
+  void Discard();                       // closes and unlinks the temporary
 
   std::string path_, tmp_;
   int fd_ = -1;
@@ -64,6 +77,10 @@ class RandomAccessFile {
   int fd_ = -1;
   uint64_t size_ = 0;
 };
+
+// WriteFileAtomically's protocol through AtomicFileWriter (so faults reach
+// it) plus the folder's fsync: `contents` at `path`, or the old file intact.
+absl::Status WriteWholeFileAtomically(const std::string& path, std::string_view contents);
 
 // NotFound when `path` does not exist.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);

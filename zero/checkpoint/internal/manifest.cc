@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -85,6 +86,11 @@ absl::StatusOr<std::string_view> CheckedBody(std::string_view text, const std::s
                   absl::ConsumePrefix(&words[2], "crc32c=") &&
                   absl::SimpleHexAtoi(words[2], &crc) && absl::ConsumePrefix(&words[3], "bytes=") &&
                   absl::SimpleAtoi(words[3], &bytes);
+  if (!ok && words.size() == 4 && words[0] == kHeaderWord && absl::StartsWith(words[1], "v")) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("manifest '%s' is format version %s; this build reads version %d", path,
+                        words[1].substr(1), kFormatVersion));
+  }
   if (!ok) {
     return absl::DataLossError(
         absl::StrFormat("manifest '%s' does not start with a '%s v%d crc32c=... bytes=...' line",
@@ -151,6 +157,11 @@ absl::Status ParseTopLevel(const json::Value& doc, Manifest& m) {
   ASSIGN_OR_RETURN(std::string format, StringField(doc, "format", "manifest"));
   if (format != "zero-checkpoint") {
     return absl::InvalidArgumentError(absl::StrCat("format is '", format, "'"));
+  }
+  ASSIGN_OR_RETURN(int version, IntField(doc, "version", "manifest"));
+  if (version != static_cast<int>(kFormatVersion)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "format version %d; this build reads version %d", version, kFormatVersion));
   }
   ASSIGN_OR_RETURN(const json::Value* dtype, json::Member(doc, "param_dtype", "manifest"));
   ASSIGN_OR_RETURN(m.param_dtype, ParseDType(*dtype));
