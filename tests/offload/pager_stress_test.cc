@@ -3,8 +3,12 @@
 // reads and writes queued on compute streams, explicit moves, prefetch and
 // recorded steps. Every tensor keeps its bytes (checksums), and the budget
 // holds after every operation, in the pager's books and the device pool's.
+// The soak (ZERO_SOAK_SECONDS: run that long, at least kOpsPerThread per
+// thread; bench/soak.sh runs minutes) does the same on streams in the delay
+// mode while one thread changes the budget.
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,7 +17,9 @@
 
 #include "base/units.h"
 #include "gtest/gtest.h"
+#include "absl/time/clock.h"
 #include "memory/device_system.h"
+#include "memory/stream_delay.h"
 #include "offload/pager.h"
 
 namespace zero {
@@ -23,6 +29,9 @@ constexpr int kThreads = 4;
 constexpr int kTensorsPerThread = 8;
 constexpr int kOpsPerThread = 400;
 constexpr size_t kBudget = kMiB;
+// Every thread may hold one tensor of up to 96 KiB while another pages one
+// in: the least budget the soak sets.
+constexpr size_t kMinBudget = kBudget / 2;
 
 // Deterministic contents from a seed: what a tensor should hold.
 void FillFrom(uint64_t seed, void* data, size_t bytes) {
@@ -56,7 +65,12 @@ struct Owned {
 class PagerStressTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto system = DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB});
+    HostStreamOptions streams;
+    if (soak_ > absl::ZeroDuration()) {
+      streams = {.delay_seed = 14, .max_delay = absl::Microseconds(50)};
+    }
+    auto system = DeviceSystem::CreateWithHostStreams({DeviceSpec::Kind::kHost, 1, 64 * kMiB},
+                                                      streams);
     ASSERT_TRUE(system.ok()) << system.status();
     system_ = std::move(*system);
     auto host = PinnedHostPool::Create(system_.get(), 16 * kMiB, {.arena_bytes = 4 * kMiB});
@@ -69,6 +83,7 @@ class PagerStressTest : public ::testing::Test {
 
   void CheckBudget() {
     const PagerStats s = pager_->stats();
+    ASSERT_LE(s.device_bytes, s.budget);
     ASSERT_LE(s.device_bytes, kBudget);
     ASSERT_LE(s.peak_device_bytes, kBudget);
     ASSERT_LE(system_->pool(0).stats().requested, kBudget);
@@ -122,18 +137,27 @@ class PagerStressTest : public ::testing::Test {
           ASSERT_TRUE((in_step_ ? pager_->EndStep() : pager_->BeginStep()).ok());
           in_step_ = !in_step_;
         }
+        if (thread == 1 && soak_ > absl::ZeroDuration()) {  // the budget moves under the others
+          const size_t budget = kMinBudget + rng() % (kBudget - kMinBudget + 1);
+          absl::Status s = pager_->SetBudget(budget);
+          ASSERT_TRUE(s.ok()) << s;
+          ASSERT_LE(pager_->stats().device_bytes, kBudget);
+        }
         break;
     }
   }
+
+  void RunAndCheck();
 
   std::unique_ptr<DeviceSystem> system_;
   std::unique_ptr<PinnedHostPool> host_;
   std::unique_ptr<Pager> pager_;
   std::atomic<int> stream_mismatches_{0};
   bool in_step_ = false;  // thread 0 only
+  absl::Duration soak_;   // zero: the short run
 };
 
-TEST_F(PagerStressTest, RandomMovesFromFourThreadsKeepBytesWithinBudget) {
+void PagerStressTest::RunAndCheck() {
   std::vector<std::vector<Owned>> owned(kThreads);
   std::mt19937_64 setup(2024);
   for (int th = 0; th < kThreads; ++th) {
@@ -156,7 +180,8 @@ TEST_F(PagerStressTest, RandomMovesFromFourThreadsKeepBytesWithinBudget) {
     threads.emplace_back([this, th, &owned] {
       std::mt19937_64 rng(th + 1);
       Stream* compute = *system_->CreateStream(0);
-      for (int op = 0; op < kOpsPerThread && !HasFatalFailure(); ++op) {
+      const absl::Time end = absl::Now() + soak_;
+      for (int op = 0; (op < kOpsPerThread || absl::Now() < end) && !HasFatalFailure(); ++op) {
         RandomOp(th, rng, compute, owned[th][rng() % kTensorsPerThread]);
         CheckBudget();
       }
@@ -184,6 +209,21 @@ TEST_F(PagerStressTest, RandomMovesFromFourThreadsKeepBytesWithinBudget) {
   }());
   CheckBudget();
 }
+
+TEST_F(PagerStressTest, RandomMovesFromFourThreadsKeepBytesWithinBudget) { RunAndCheck(); }
+
+// Streams in the delay mode and a budget that moves between kMinBudget and
+// kBudget while the others page: ZERO_SOAK_SECONDS (default 1) of it.
+class PagerSoakTest : public PagerStressTest {
+ protected:
+  void SetUp() override {
+    const char* seconds = std::getenv("ZERO_SOAK_SECONDS");
+    soak_ = absl::Seconds(seconds != nullptr ? std::atof(seconds) : 1.0);
+    PagerStressTest::SetUp();
+  }
+};
+
+TEST_F(PagerSoakTest, DelayedStreamsAndAMovingBudgetKeepBytesWithinBudget) { RunAndCheck(); }
 
 }  // namespace
 }  // namespace zero
