@@ -29,7 +29,7 @@ check() {  # NAME ENV... -- BINARY ARGS...
   log=$(mktemp)
   start=$SECONDS
   if env "${envs[@]}" "$@" >"$log" 2>&1; then
-    echo "soak: $name passed in $((SECONDS - start)) s: $(grep -hE '^(pool soak|soak|crash):' "$log" | tr '\n' ' ')"
+    echo "soak: $name passed in $((SECONDS - start)) s: $(grep -hE '^(pool soak|pager soak|soak|crash):' "$log" | tr '\n' ' ')"
     ((++passed))
   else
     echo "soak: $name FAILED after $((SECONDS - start)) s"

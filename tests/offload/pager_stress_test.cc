@@ -8,6 +8,7 @@
 // mode while one thread changes the budget.
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -199,6 +200,12 @@ void PagerStressTest::RunAndCheck() {
     }
   }
   const PagerStats s = pager_->stats();
+  if (soak_ > absl::ZeroDuration()) {
+    std::printf("pager soak: %s: %llu page-ins, %llu page-outs, %llu evictions\n",
+                absl::FormatDuration(soak_).c_str(), static_cast<unsigned long long>(s.page_ins),
+                static_cast<unsigned long long>(s.page_outs),
+                static_cast<unsigned long long>(s.evictions));
+  }
   EXPECT_GT(s.evictions, 0u);
   EXPECT_GT(s.bytes_paged_out, 0u);
   EXPECT_GT(s.bytes_paged_in, 0u);

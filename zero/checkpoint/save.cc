@@ -130,8 +130,8 @@ Manifest BuildManifest(const Participant& p, const std::vector<DataFilePlan>& pl
 // Rank 0, once every data file is in place: the manifest, then `latest`.
 absl::Status Publish(const Manifest& manifest, const std::string& root, const std::string& name) {
   const std::string folder = absl::StrCat(root, "/", name);
-  RETURN_IF_ERROR(
-      WriteWholeFileAtomically(absl::StrCat(folder, "/", kManifestName), SerializeManifest(manifest)));
+  RETURN_IF_ERROR(WriteWholeFileAtomically(absl::StrCat(folder, "/", kManifestName),
+                                           SerializeManifest(manifest)));
   return PointLatestAt(root, name);
 }
 

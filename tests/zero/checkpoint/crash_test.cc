@@ -204,7 +204,8 @@ TEST_F(CrashTest, KilledAtAnyStepLoadsOneWholeCheckpoint) {
     if (!killed) EXPECT_EQ(as, 2) << "a finished save must load as itself";
     ++loaded_as[as];
   }
-  std::printf("crash: killed at %zu of %lld steps: %d loaded the previous checkpoint, %d the new\n",
+  std::printf("crash: killed at %zu points of a %lld-step save: "
+              "%d loaded the previous, %d the new\n",
               Points().size(), static_cast<long long>(ref_.steps), loaded_as[1], loaded_as[2]);
   EXPECT_GT(loaded_as[1], 0) << "no point fell before the new checkpoint was published";
   EXPECT_GT(loaded_as[2], 0) << "no point fell after it";
@@ -229,7 +230,7 @@ TEST_F(CrashTest, DiskFullAtAnyStepFailsAndKeepsTheLastCheckpoint) {
     EXPECT_EQ(as, point >= ref_.steps ? 2 : 1) << "disk full at step " << point << " of "
                                               << ref_.steps;
   }
-  std::printf("crash: disk full at %zu of %lld steps\n", Points().size(),
+  std::printf("crash: disk full at %zu points of a %lld-step save\n", Points().size(),
               static_cast<long long>(ref_.steps));
 }
 

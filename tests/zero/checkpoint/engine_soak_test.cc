@@ -86,7 +86,8 @@ TEST(EngineSoak, RestartFromARandomCheckpointEqualsTheUninterruptedRun) {
     EXPECT_EQ(point.loss_scaler->good_steps, expected_point.loss_scaler->good_steps);
     EXPECT_EQ(point.loss_scaler->hysteresis_left, expected_point.loss_scaler->hysteresis_left);
   }
-  ExpectStatesIdentical(*expected_states, *states, "model states resumed at step " + std::to_string(from));
+  ExpectStatesIdentical(*expected_states, *states,
+                        "model states resumed at step " + std::to_string(from));
   std::printf("soak: %d steps, %zu checkpoints, %zu overflows, resumed at step %d\n", steps,
               saved.size(), overflows.size(), from);
 }
