@@ -14,6 +14,8 @@ namespace {
 
 std::unique_ptr<Model> TestModel(const std::string& name) {
   if (name == "mlp") return *MakeMlp(16, 32, 8, 8);
+  // Sizes off multiples of Layout::kAlign: alignment gaps between parameters.
+  if (name == "mlp_odd") return *MakeMlp(13, 27, 5, 8);
   return *MakeTransformer(2, 16, 2, 8, 2);
 }
 
@@ -143,6 +145,36 @@ TEST(EngineClipping, EveryStageClipsIdentically) {
   run.config.stage = 0;
   ParamSet unclipped = TrainWithEngine(*model, run, AdamW())[0].params;
   EXPECT_NE(std::memcmp(unclipped[0].data(), stage0[0].data(), 4 * stage0[0].size()), 0);
+}
+
+// Parameters that leave alignment gaps, gradients staged in reused buffers
+// (stages 2-3, three micro-batches) or in place in the zeroed model states
+// (stage 1): the gaps must hold zeros, or they would enter the norm and the
+// stages would disagree. SGD, whose step follows the clip coefficient.
+TEST(EngineClipping, AlignmentGapsStayOutOfTheNorm) {
+  std::unique_ptr<Model> model = TestModel("mlp_odd");
+  OptimizerFactory sgd = [] {
+    SgdConfig config;
+    config.lr = 0.05;
+    config.momentum = 0.9;
+    return MakeSgd(config);
+  };
+  TrainingRun run;
+  run.world = 4;
+  run.steps = 6;
+  run.config.bucket_elements = 200;
+  run.config.gradient_accumulation_steps = 3;
+  run.config.persistence_threshold = 0;
+  run.config.max_grad_norm = 0.05;
+  ParamSet in_place;
+  for (int stage : {1, 2, 3}) {
+    run.config.stage = stage;
+    const RankResult r = TrainWithEngine(*model, run, sgd)[0];
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_GT(r.stats.last_grad_norm, run.config.max_grad_norm) << "the test must clip";
+    if (in_place.empty()) in_place = r.params;
+    ExpectBitIdentical(in_place, r.params, "stage " + std::to_string(stage));
+  }
 }
 
 TEST(EngineOptimizers, SgdWithNesterovMatchesToo) {
