@@ -67,7 +67,7 @@ struct EngineStats {
   int64_t steps = 0;          // optimizer updates applied
   int64_t skipped_steps = 0;  // fp16 steps skipped for overflow
   double loss_scale = 1;
-  double last_grad_norm = 0;  // when clipping is on
+  double last_grad_norm = 0;  // when clipping or fp16 is on
   int micro_batches = 0;  // completed in the current step
   PoolStats pool;         // this rank's device pool (all users), all tags
   // Bytes the engine holds in host memory (offload), as requested.
@@ -155,6 +155,8 @@ class Engine {
   // Drops the gradients of the current step (and of a partial micro-batch).
   absl::Status ZeroGrad();
 
+  // With clipping and no fp16 the last norm is still in device memory:
+  // stats() then waits for stream() to read it (Step never does).
   EngineStats stats() const;
 
   // For checkpoints (zero/checkpoint/). This rank's owned piece of unit `u`:
