@@ -40,7 +40,7 @@ absl::StatusOr<void*> CachingPool::DoAllocate(size_t bytes, size_t alignment, Ta
   if (!valid.ok()) return Rejected(valid);
   if (bytes > capacity_) return OutOfMemory(bytes, tag, "larger than the whole pool");
   const size_t size = AlignUp(bytes, options_.round_to);
-  BlockMap::iterator it = blocks_.FindFit(size, alignment);
+  BlockMap::iterator it = blocks_.FindFit(size, alignment, stream);
   if (it == blocks_.blocks().end()) {
     absl::StatusOr<BlockMap::iterator> grown = GrowOrTrim(size, alignment);
     if (!grown.ok()) {

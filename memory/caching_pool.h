@@ -21,10 +21,13 @@
 // are done. So bytes freed while work on any of their streams still reads or
 // writes them are never touched by the next owner's work before that work
 // ends, and work enqueued on those streams after the free is not waited for.
-// The pool waits rather than skipping blocks whose events are pending (as
-// PyTorch does) or keeping a free list per stream (as RMM does): best fit
-// stays stream-blind, so peaks are the same on every kind of device, which
-// the footprint experiment relies on. Events come from each stream's event
+// Among the free blocks that fit, the pool prefers the smallest one the
+// allocating stream can take without a wait (its pending uses are on that
+// stream, or done), as PyTorch's per-stream pools and RMM's per-stream free
+// lists do, but only near the best fit (BlockSet::FindFit: a few blocks, at
+// most twice its size); otherwise it takes the best fit and waits. Meta
+// devices' events are always done, so their fit, and the footprint
+// experiment's peaks, stay plain best fit. Events come from each stream's event
 // pool (memory/event_pool.h); done ones are dropped at free and coalescing.
 //
 // Thread-safe: one mutex guards the books and every hook runs under it. Work

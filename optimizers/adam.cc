@@ -63,11 +63,14 @@ class AdamOptimizer final : public Optimizer {
   double lr() const override { return config_.lr; }
 
  private:
-  void DoStep(const StepArgs& args) override {
-    cpu::RunAdam(MakeAdamScalars(config_, args.step, args.grad_scale), args);
-  }
+  void DoStep(const StepArgs& args) override { cpu::RunAdam(ScalarsFor(args), args); }
   absl::Status DoStepCuda(const StepArgs& args, void* stream) override {
-    return cuda::StepAdam(MakeAdamScalars(config_, args.step, args.grad_scale), args, stream);
+    return cuda::StepAdam(ScalarsFor(args), args, stream);
+  }
+  AdamScalars ScalarsFor(const StepArgs& args) const {
+    AdamScalars s = MakeAdamScalars(config_, args.step, args.grad_scale);
+    s.grad_scale_at = args.grad_scale_at;
+    return s;
   }
   void DoSetLr(double lr) override { config_.lr = lr; }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/host_device.h"
+#include "optimizers/grad_scale.h"
 
 namespace zero {
 
@@ -23,6 +24,7 @@ struct AdamScalars {
   float bc2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
   float neg_step_size;  // -lr / (1 - beta1^step)
+  const float* grad_scale_at = nullptr;  // StepArgs::grad_scale_at
 };
 
 // A choice in the update is fixed at compile time (0 or 1), or kDynamic:
@@ -55,7 +57,7 @@ struct AdamKernelT {
   static constexpr int kStates = 2;  // exp_avg, exp_avg_sq
 
   ZERO_HD explicit AdamKernelT(const AdamScalars& s)
-      : grad_scale(Ops::Set(s.grad_scale)),
+      : grad_scale(Ops::Set(GradScaleOf(s))),
         decay(Ops::Set(s.decay)),
         weight_decay(Ops::Set(s.weight_decay)),
         lerp_coeff(Ops::Set(s.lerp_coeff)),

@@ -45,12 +45,16 @@ void OperandsOf(const ElementwiseOp& op, Operand (&out)[3]) {
       out[0] = {"flag", op.dst, 4};
       out[1] = {"src", op.src, element};
       break;
+    case ElementwiseKind::kStepScalars:
+      out[0] = {"scalars", op.dst, alignof(StepScalars)};
+      out[1] = {"partials", op.src, alignof(double)};
+      break;
   }
 }
 
 ElementwiseOp OpOf(ElementwiseKind kind, DType dtype, size_t count, void* dst, const void* src) {
   return {.kind = kind, .dtype = dtype, .count = count, .dst = dst, .src = src,
-          .factor = nullptr, .value = 0};
+          .factor = nullptr, .value = 0, .limit = 0};
 }
 
 class HostExecutor final : public ElementwiseExecutor {
@@ -161,6 +165,15 @@ absl::Status ElementwiseExecutor::SumOfSquares(double* sum, const void* src, siz
 absl::Status ElementwiseExecutor::FlagNonFinite(int32_t* flag, const void* src, size_t count,
                                                 DType dtype, Stream* stream) const {
   return Run(OpOf(ElementwiseKind::kFlagNonFinite, dtype, count, flag, src), stream);
+}
+
+absl::Status ElementwiseExecutor::ComputeStepScalars(StepScalars* scalars, const double* partials,
+                                                     size_t ranks, float mean_scale,
+                                                     double max_norm, Stream* stream) const {
+  ElementwiseOp op = OpOf(ElementwiseKind::kStepScalars, DType::kF32, ranks, scalars, partials);
+  op.value = mean_scale;
+  op.limit = max_norm;
+  return Run(op, stream);
 }
 
 }  // namespace zero

@@ -64,6 +64,12 @@ class ElementwiseExecutor {
   absl::Status FlagNonFinite(int32_t* flag, const void* src, size_t count, DType dtype,
                              Stream* stream) const;
 
+  // *scalars = StepScalarsOf(partials, ranks, mean_scale, max_norm)
+  // (elementwise_rules.h): the norm and the clipped grad scale, computed
+  // from `ranks` fp64 partial sums of squares when the work runs.
+  absl::Status ComputeStepScalars(StepScalars* scalars, const double* partials, size_t ranks,
+                                  float mean_scale, double max_norm, Stream* stream) const;
+
   // What each method above calls: checks `op` and `stream`, then enqueues.
   absl::Status Run(const ElementwiseOp& op, Stream* stream) const;
 

@@ -22,9 +22,12 @@ enum class ElementwiseKind : uint8_t {
   // Reductions into one scalar in memory.
   kSumOfSquares = 5,   // double *dst += sum of double(src[i])^2
   kFlagNonFinite = 6,  // int32 *dst = 1 if any src[i] is inf or NaN; untouched otherwise
+  // The scalars that decide a step, from `count` gathered fp64 partial sums
+  // of squares: StepScalars *dst (see StepScalarsOf, elementwise_rules.h).
+  kStepScalars = 7,
 };
 inline constexpr int kNumMapKinds = 5;  // the kinds below kSumOfSquares
-inline constexpr int kNumElementwiseKinds = 7;
+inline constexpr int kNumElementwiseKinds = 8;
 
 constexpr bool IsMap(ElementwiseKind kind) {
   return static_cast<int>(kind) < kNumMapKinds;
@@ -39,9 +42,17 @@ constexpr const char* Name(ElementwiseKind kind) {
     case ElementwiseKind::kScale: return "Scale";
     case ElementwiseKind::kSumOfSquares: return "SumOfSquares";
     case ElementwiseKind::kFlagNonFinite: return "FlagNonFinite";
+    case ElementwiseKind::kStepScalars: return "StepScalars";
   }
   return "invalid";
 }
+
+// What kStepScalars writes, in device memory: the optimizer reads
+// grad_scale there when it runs, so the host need not see it.
+struct StepScalars {
+  double norm;       // global L2 norm of the mean gradient (not finite on overflow)
+  float grad_scale;  // the mean's scale, times the clip coefficient when it is < 1
+};
 
 // Pointers are device memory of the stream's device (host memory on host
 // devices). `dtype` is the model-dtype side; the other side of widen, narrow
@@ -53,7 +64,8 @@ struct ElementwiseOp {
   void* dst;               // the elements written, or the scalar a reduction updates
   const void* src;         // the elements read; null for fill and scale
   const float* factor;     // scale only
-  float value;             // fill only
+  float value;             // fill; step scalars: the mean's grad scale
+  double limit = 0;        // step scalars only: max_norm, 0 = no clipping
 };
 
 }  // namespace zero

@@ -6,6 +6,7 @@
 // as the optimizers' parameter copies round. nvcc-compatible.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -104,6 +105,47 @@ decltype(auto) VisitDType(DType dtype, F&& f) {
 ZERO_HD ZERO_INLINE double AddSquare(double sum, float x) {
   const double v = x;
   return sum + v * v;
+}
+
+// fp64 operations rounded to nearest one by one: nvcc would otherwise fuse
+// a multiply and an add into an FMA, and the host compiler does not.
+ZERO_HD ZERO_INLINE double MulRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+ZERO_HD ZERO_INLINE double AddRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+ZERO_HD ZERO_INLINE double SqrtRn(double a) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+// The step's scalars from every rank's partial sum of squares (added in rank
+// order, so every rank gets the same bits): the norm of the mean gradient,
+// and torch's clip_grad_norm_ coefficient max_norm / (norm + 1e-6), applied
+// to `mean_scale` only when below 1, in fp64 and rounded once to fp32.
+ZERO_HD inline StepScalars StepScalarsOf(const double* partials, size_t ranks, float mean_scale,
+                                        double max_norm) {
+  double total = 0;
+  for (size_t r = 0; r < ranks; ++r) total = AddRn(total, partials[r]);
+  const double norm = MulRn(SqrtRn(total), mean_scale);
+  float grad_scale = mean_scale;
+  if (max_norm > 0) {
+    const double coef = max_norm / AddRn(norm, 1e-6);  // fp64 division is IEEE on both
+    if (coef < 1.0) grad_scale = static_cast<float>(MulRn(mean_scale, coef));
+  }
+  return {.norm = norm, .grad_scale = grad_scale};
 }
 
 // The bits of a T, and its exponent field: all ones exactly for inf and NaN.

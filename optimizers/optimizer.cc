@@ -1,6 +1,7 @@
 #include "optimizers/optimizer.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,9 @@ absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers) {
   }
   if (!std::isfinite(args.grad_scale)) {
     return absl::InvalidArgumentError(absl::StrCat("grad_scale is not finite: ", args.grad_scale));
+  }
+  if (reinterpret_cast<uintptr_t>(args.grad_scale_at) % alignof(float) != 0) {
+    return absl::InvalidArgumentError("grad_scale_at is not 4-byte aligned");
   }
   if (args.state.size() != static_cast<size_t>(state_buffers)) {
     return absl::InvalidArgumentError(

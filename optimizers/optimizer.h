@@ -25,12 +25,17 @@ struct StepArgs {
   std::span<const std::span<float>> state;
   int64_t step = 1;            // 1-based count of this step (bias correction; SGD's first step)
   float grad_scale = 1.0f;     // gradients are multiplied by this first (1/loss scale, clip coef)
+  // Optional: the scale is then grad_scale * *grad_scale_at, read when the
+  // update runs (device memory for StepCuda), so an earlier kernel on the
+  // stream may compute it and the host never sees it (StepScalars).
+  const float* grad_scale_at = nullptr;
   void* param_copy = nullptr;  // optional: updated params converted to copy_dtype, same pass
   DType copy_dtype = DType::kBF16;
 };
 
 // Checks the parts of `args` every optimizer relies on: sizes, dtypes, null
-// pointers, step >= 1, finite grad_scale. InvalidArgument otherwise.
+// pointers, step >= 1, finite grad_scale, aligned grad_scale_at (its value
+// is not read here). InvalidArgument otherwise.
 absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers);
 
 // Hyper-parameters live in the object; the moments live in StepArgs::state,

@@ -32,6 +32,7 @@ SgdScalars MakeScalars(const SgdConfig& c, double lr, const StepArgs& args) {
       .one_minus_dampening = static_cast<float>(1.0 - c.dampening),
       .nesterov = c.nesterov,
       .neg_lr = static_cast<float>(-lr),
+      .grad_scale_at = args.grad_scale_at,
   };
 }
 

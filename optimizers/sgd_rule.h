@@ -4,6 +4,7 @@
 #pragma once
 
 #include "base/host_device.h"
+#include "optimizers/grad_scale.h"
 
 namespace zero {
 
@@ -17,6 +18,7 @@ struct SgdScalars {
   float one_minus_dampening;
   bool nesterov;
   float neg_lr;
+  const float* grad_scale_at = nullptr;  // StepArgs::grad_scale_at
 };
 
 // kMomentum is a type-level choice because it changes the state count (0 or 1).
@@ -28,7 +30,7 @@ struct SgdKernel {
   static constexpr int kStates = kMomentum ? 1 : 0;
 
   ZERO_HD explicit SgdKernel(const SgdScalars& s)
-      : grad_scale(Ops::Set(s.grad_scale)),
+      : grad_scale(Ops::Set(GradScaleOf(s))),
         weight_decay(Ops::Set(s.weight_decay)),
         momentum(Ops::Set(s.momentum)),
         one_minus_dampening(Ops::Set(s.one_minus_dampening)),

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "zero/buffer.h"
 #include "zero/internal/gradient_reducer.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/parameter_gatherer.h"
@@ -214,10 +215,13 @@ double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 EngineStats Engine::stats() const {
   const ResourceStatistics host = host_ ? host_->statistics() : ResourceStatistics{};
+  // Clipping alone never brought the norm to the host: read it now.
+  double last_grad_norm = last_grad_norm_;
+  if (norm_on_device_) last_grad_norm = ReadGradNorm().value_or(last_grad_norm_);
   return EngineStats{.steps = steps_,
                      .skipped_steps = skipped_steps_,
                      .loss_scale = loss_scale(),
-                     .last_grad_norm = last_grad_norm_,
+                     .last_grad_norm = last_grad_norm,
                      .micro_batches = reducer_->micro_batches(),
                      .pool = device_pool_->stats(),
                      .host_bytes = static_cast<size_t>(host.bytes.current),

@@ -51,6 +51,7 @@ class ModelStates;
 class GradientReducer;
 class ParameterGatherer;
 class SerialWorker;
+class Buffer;
 
 // Where an engine's buffers come from; each must outlive the engine. Null
 // members take the defaults: the device's pool, and (offload only) a pinned
@@ -66,7 +67,7 @@ struct EngineStats {
   int64_t steps = 0;          // optimizer updates applied
   int64_t skipped_steps = 0;  // fp16 steps skipped for overflow
   double loss_scale = 1;
-  double last_grad_norm = 0;  // when clipping is on
+  double last_grad_norm = 0;  // when clipping or fp16 is on
   int micro_batches = 0;  // completed in the current step
   PoolStats pool;         // this rank's device pool (all users), all tags
   // Bytes the engine holds in host memory (offload), as requested.
@@ -154,6 +155,8 @@ class Engine {
   // Drops the gradients of the current step (and of a partial micro-batch).
   absl::Status ZeroGrad();
 
+  // With clipping and no fp16 the last norm is still in device memory:
+  // stats() then waits for stream() to read it (Step never does).
   EngineStats stats() const;
 
   // For checkpoints (zero/checkpoint/). This rank's owned piece of unit `u`:
@@ -188,17 +191,27 @@ class Engine {
   absl::Status FailIfError(absl::Status status) { return status.ok() ? status : Fail(status); }
 
   // Update (engine_step.cc).
-  absl::Status UpdateUnit(int unit, float grad_scale);
+  // The optimizer's gradient scale: a value, or (clipping, fp16) value x the
+  // float at `at`, in device memory, written by an earlier op on stream().
+  struct GradScale {
+    float value;
+    const float* at = nullptr;
+  };
+  absl::Status UpdateUnit(int unit, GradScale grad_scale);
   // One optimizer call over `master` (state from `state_offset`, the
   // unit's owned gradients); writes the model-dtype copy to `copy` when
   // mixed. Enqueued on the card's stream, or run on the calling thread.
   absl::Status RunOptimizer(int unit, std::span<float> master, size_t state_offset, void* copy,
-                            int64_t step, float grad_scale, bool on_card);
+                            int64_t step, GradScale grad_scale, bool on_card);
   // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
   float MeanGradScale() const;
-  // The averaged gradient's global L2 norm (clip.cc); 0 on meta devices,
-  // not finite when any rank's gradients overflowed.
-  absl::StatusOr<double> GlobalGradNorm(float grad_scale);
+  // Enqueues on stream() the global norm of the mean gradient and the
+  // clipped scale (clip.cc) into step_scalars_; the host does not wait.
+  // Meta devices: the plain mean scale, norm 0.
+  absl::StatusOr<GradScale> ClippedGradScale(float mean_scale);
+  // Waits for step_scalars_ and returns the norm (0 when none): not finite
+  // when any rank's gradients overflowed.
+  absl::StatusOr<double> ReadGradNorm() const;
   absl::Status SkipStep();
 
   // Orders stream() after everything on the communication stream so far.
@@ -211,7 +224,7 @@ class Engine {
   absl::Status StepOnHost(int unit, int64_t step, float grad_scale);
   // Host -> device: the updated piece in the model dtype, made whole.
   absl::Status PublishUnit(int unit);
-  absl::Status UpdateOffloaded(float grad_scale);
+  absl::Status UpdateOffloaded(GradScale grad_scale);
   bool UpdatesEarly() const;  // offload_overlap applies to this micro-batch
   absl::Status OnUnitReduced(int unit);  // posts the unit's early CPU step if it applies
 
@@ -238,6 +251,11 @@ class Engine {
   int64_t steps_ = 0;
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
+  // The last step's StepScalars (optimizers/elementwise_op.h) in device
+  // memory; with clipping but no fp16 the host reads the norm only when
+  // stats() asks (norm_on_device_).
+  std::unique_ptr<Buffer> step_scalars_;
+  bool norm_on_device_ = false;
 
   // Offload: CPU steps overlapping backward. Last, so it stops first.
   std::unique_ptr<SerialWorker> worker_;

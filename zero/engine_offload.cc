@@ -77,8 +77,8 @@ absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
   const bool params_home = ctx_->config.offload == Offload::kParameters;
   void* copy = nullptr;
   if (ctx_->mixed) copy = params_home ? states_->ModelPiece(unit) : states_->HostModelPiece(unit);
-  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset, copy, step, grad_scale,
-                               /*on_card=*/false));
+  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset, copy, step,
+                               GradScale{grad_scale}, /*on_card=*/false));
   // fp32 parameters kept on the host are the master's copy.
   if (!ctx_->mixed && params_home) {
     std::memcpy(states_->ModelPiece(unit), master, u.shard * sizeof(float));
@@ -99,14 +99,20 @@ absl::Status Engine::PublishUnit(int unit) {
 }
 
 // Steps whatever the overlap did not, then brings the parameters up.
-absl::Status Engine::UpdateOffloaded(float grad_scale) {
+absl::Status Engine::UpdateOffloaded(GradScale grad_scale) {
   if (updated_early_) {
     updated_early_ = false;
     RETURN_IF_ERROR(worker_->Wait());
   } else {
+    // The CPU steps with a host value: the scale comes up with the wait
+    // for the gradients (value is 1 with a device scale).
+    float scale = grad_scale.value;
+    if (grad_scale.at != nullptr) {
+      RETURN_IF_ERROR(ctx_->stream->Copy(&scale, grad_scale.at, sizeof(scale)));
+    }
     RETURN_IF_ERROR(ctx_->stream->Synchronize());
     for (int u = 0; u < ctx_->unit_count(); ++u) {
-      RETURN_IF_ERROR(StepOnHost(u, steps_, grad_scale));
+      RETURN_IF_ERROR(StepOnHost(u, steps_, scale));
     }
   }
   for (int u = 0; u < ctx_->unit_count(); ++u) RETURN_IF_ERROR(PublishUnit(u));

@@ -1,9 +1,7 @@
 // The optimizer step: clipping and loss-scale checks over all ranks, the
 // update of each rank's owned pieces, and making parameters whole again.
-#include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/engine.h"
 #include "zero/internal/gradient_reducer.h"
@@ -17,16 +15,20 @@ absl::Status Engine::Step() {
   if (absl::Status ready = reducer_->ReadyForStep(); !ready.ok()) return Fail(ready);
   // The reductions ran on the communication stream.
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
-  float grad_scale = MeanGradScale();
+  GradScale grad_scale{MeanGradScale()};
   if (ctx_->config.max_grad_norm > 0 || scaler_) {
-    absl::StatusOr<double> norm = GlobalGradNorm(grad_scale);
+    absl::StatusOr<GradScale> clipped = ClippedGradScale(grad_scale.value);
+    if (!clipped.ok()) return Fail(clipped.status());
+    grad_scale = *clipped;
+    norm_on_device_ = !scaler_;
+  }
+  if (scaler_) {
+    // The step's one host wait: whether to skip is the host's decision.
+    absl::StatusOr<double> norm = ReadGradNorm();
     if (!norm.ok()) return Fail(norm.status());
     // Every rank sees the same norm, so all skip (and back off) together.
-    if (scaler_ && scaler_->Update(!std::isfinite(*norm))) return SkipStep();
+    if (scaler_->Update(!std::isfinite(*norm))) return SkipStep();
     last_grad_norm_ = *norm;
-    const double max_norm = ctx_->config.max_grad_norm;
-    const double coef = max_norm / (*norm + 1e-6);  // torch's clip_grad_norm_
-    if (max_norm > 0 && coef < 1.0) grad_scale = static_cast<float>(grad_scale * coef);
   }
   ++steps_;
   if (ctx_->offload()) {
@@ -50,7 +52,8 @@ absl::Status Engine::SkipStep() {
 }
 
 absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t state_offset,
-                                  void* copy, int64_t step, float grad_scale, bool on_card) {
+                                  void* copy, int64_t step, GradScale grad_scale,
+                                  bool on_card) {
   std::vector<std::span<float>> state;
   for (Buffer& s : states_->optimizer_state()) {
     state.emplace_back(s.data<float>() + state_offset, master.size());
@@ -60,7 +63,8 @@ absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t stat
                 .grad_dtype = ctx_->dtype,
                 .state = state,
                 .step = step,
-                .grad_scale = grad_scale,
+                .grad_scale = grad_scale.value,
+                .grad_scale_at = grad_scale.at,
                 .param_copy = copy,
                 .copy_dtype = ctx_->mixed ? ctx_->dtype : DType::kBF16};
   if (on_card) return optimizer_->StepCuda(args, ctx_->stream->native_handle());
@@ -77,7 +81,7 @@ float Engine::MeanGradScale() const {
 // (stages 1-2) gathers every rank's updated piece so each holds the whole
 // unit again. Mixed precision updates the fp32 master and writes the model-
 // dtype copy in the same pass.
-absl::Status Engine::UpdateUnit(int unit, float grad_scale) {
+absl::Status Engine::UpdateUnit(int unit, GradScale grad_scale) {
   const Unit& u = ctx_->unit(unit);
   const bool whole = ctx_->config.stage == 0;
   const size_t count = whole ? u.padded : u.shard;

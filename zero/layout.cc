@@ -41,7 +41,7 @@ absl::StatusOr<Layout> Layout::Create(std::vector<ParamSpec> params, int world_s
   auto close_unit = [&](int end) {
     Unit& u = layout.units_.back();
     u.end_param = end;
-    u.padded = RoundUp(u.numel, quantum);
+    u.padded = RoundUp(u.extent, quantum);
     u.shard = u.padded / world_size;
     u.shard_offset = layout.padded_ / world_size;
     layout.padded_ += u.padded;
@@ -54,16 +54,18 @@ absl::StatusOr<Layout> Layout::Create(std::vector<ParamSpec> params, int world_s
         (split_at_modules && layout.units_.back().module != p.module);
     if (new_unit) {
       if (!layout.units_.empty()) close_unit(i);
-      layout.units_.push_back(Unit{.offset = layout.padded_, .numel = 0, .padded = 0, .shard = 0,
-                                   .shard_offset = 0, .first_param = i, .end_param = i,
-                                   .module = p.module});
+      layout.units_.push_back(Unit{.offset = layout.padded_, .numel = 0, .extent = 0, .padded = 0,
+                                   .shard = 0, .shard_offset = 0, .first_param = i,
+                                   .end_param = i, .module = p.module});
     }
     Unit& u = layout.units_.back();
     layout.by_name_[p.name] = i;
+    const size_t begin = RoundUp(u.extent, kAlign);  // unit offsets are multiples of kAlign
     layout.params_.push_back(ParamSlot{std::move(p.name), p.numel, p.module,
                                        static_cast<int>(layout.units_.size()) - 1,
-                                       u.offset + u.numel});
+                                       u.offset + begin});
     u.numel += p.numel;
+    u.extent = begin + p.numel;
     layout.numel_ += p.numel;
   }
   if (!layout.units_.empty()) close_unit(static_cast<int>(params.size()));
@@ -73,6 +75,19 @@ absl::StatusOr<Layout> Layout::Create(std::vector<ParamSpec> params, int world_s
 int Layout::Find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? -1 : it->second;
+}
+
+std::vector<std::pair<size_t, size_t>> Layout::PaddingOf(int unit) const {
+  const Unit& u = units_[unit];
+  std::vector<std::pair<size_t, size_t>> padding;
+  size_t end = 0;  // of the previous parameter
+  for (int p = u.first_param; p < u.end_param; ++p) {
+    const size_t begin = params_[p].offset - u.offset;
+    if (begin > end) padding.emplace_back(end, begin);
+    end = begin + params_[p].numel;
+  }
+  if (u.padded > end) padding.emplace_back(end, u.padded);
+  return padding;
 }
 
 std::vector<Piece> Layout::PiecesOf(int param) const {

@@ -1,9 +1,12 @@
 // Where every parameter lives in the flat buffers, and which rank owns what.
 //
-// Parameters are registered in order and packed into units: consecutive
+// Parameters are registered in order and placed into units: consecutive
 // parameters of about bucket_elements (never splitting a parameter; at stage
-// 3 never spanning two modules). Each unit is padded to a multiple of
-// world_size * kAlign elements and split into world_size equal pieces: rank
+// 3 never spanning two modules). Every parameter starts at a multiple of
+// kAlign elements in the flat buffer (vectorized kernels read it whole);
+// the gaps, like the units' tails, are zero padding. Each unit is padded to
+// a multiple of world_size * kAlign elements and split into world_size
+// equal pieces: rank
 // r owns piece r of every unit. A unit is therefore one true reduce-scatter
 // (and one all-gather) with no reduce-to-owner step, and a rank's pieces sit
 // back to back in its shard buffers: each rank owns a contiguous, padded
@@ -13,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -37,7 +41,8 @@ struct ParamSlot {
 struct Unit {
   size_t offset;        // first element in the flat buffer
   size_t numel;         // parameter elements
-  size_t padded;        // numel rounded up to world_size * kAlign
+  size_t extent;        // to the end of the last parameter: numel plus alignment gaps
+  size_t padded;        // extent rounded up to world_size * kAlign
   size_t shard;         // padded / world_size: each rank's piece
   size_t shard_offset;  // where the pieces sit in a rank's shard buffers
   int first_param;
@@ -55,7 +60,8 @@ struct Piece {
 
 class Layout {
  public:
-  // Keeps pieces 16 floats (64 bytes) aligned for SIMD.
+  // Parameters and pieces start at multiples of 16 elements (64 bytes of
+  // fp32, 32 of bf16): 16-byte vector loads and SIMD lines need no tail.
   static constexpr size_t kAlign = 16;
 
   // InvalidArgument for an empty name, a name registered twice, a parameter
@@ -67,11 +73,16 @@ class Layout {
   const std::vector<ParamSlot>& params() const { return params_; }
   const std::vector<Unit>& units() const { return units_; }
   size_t numel() const { return numel_; }         // parameter elements
-  size_t padded_numel() const { return padded_; }  // flat buffer elements
+  size_t padded_numel() const { return padded_; }  // flat buffer elements, padding included
   size_t shard_numel() const { return padded_ / world_size_; }
   // -1 when no parameter has that name.
   int Find(const std::string& name) const;
 
+  // Unit `unit`'s padding as [begin, end) element ranges from the unit's
+  // offset, in order: the alignment gap before each parameter that has one,
+  // then the tail. Backward writes only parameters, so gradient buffers
+  // zero these.
+  std::vector<std::pair<size_t, size_t>> PaddingOf(int unit) const;
   // The ranks' runs of parameter `param`, in parameter order.
   std::vector<Piece> PiecesOf(int param) const;
   // Same for every rank with the same parameters and world size.

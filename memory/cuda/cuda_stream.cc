@@ -1,5 +1,7 @@
 #include "memory/cuda/cuda_stream.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "base/status_macros.h"
@@ -38,6 +40,7 @@ std::unique_ptr<Stream> CudaStream::Wrap(int device, int ordinal, cudaStream_t s
 }
 
 CudaStream::~CudaStream() {
+  FreeStaging();
   if (!owned_) return;  // its owner may already have destroyed it
   ScopedDevice on(ordinal_);
   cudaStreamSynchronize(stream_);
@@ -71,6 +74,79 @@ absl::Status CudaStream::Fill(void* dst, unsigned char value, size_t bytes) {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaMemsetAsync(dst, value, bytes, stream_), "cudaMemsetAsync");
+}
+
+absl::Status CudaStream::CopyFromPageable(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  ScopedDevice on(ordinal_);
+  RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
+  ASSIGN_OR_RETURN(Staging staged, TakeStaging(bytes));
+  std::memcpy(staged.data, src, bytes);
+  const cudaError_t copied =
+      cudaMemcpyAsync(dst, staged.data, bytes, cudaMemcpyDefault, stream_);
+  if (copied != cudaSuccess) {
+    ReturnStaging(std::move(staged));  // nothing reads it
+    return RuntimeStatus(copied, "cudaMemcpyAsync");
+  }
+  absl::StatusOr<std::shared_ptr<Event>> read = Record();
+  if (!read.ok()) {
+    // Without an event the buffer is reusable only once the stream is done.
+    absl::Status drained = Synchronize();
+    ReturnStaging(std::move(staged));
+    return drained;
+  }
+  staged.read = std::move(*read);
+  ReturnStaging(std::move(staged));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaStream::Staging> CudaStream::TakeStaging(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    auto best = staging_.end();
+    for (auto it = staging_.begin(); it != staging_.end(); ++it) {
+      const bool idle = it->read == nullptr || it->read->Query();
+      if (idle && it->capacity >= bytes &&
+          (best == staging_.end() || it->capacity < best->capacity)) {
+        best = it;
+      }
+    }
+    if (best != staging_.end()) {
+      Staging s = std::move(*best);
+      staging_.erase(best);
+      s.read = nullptr;
+      return s;
+    }
+  }
+  // Rounded up, so slightly larger requests reuse it too.
+  const size_t capacity = (bytes + kStagingQuantum - 1) / kStagingQuantum * kStagingQuantum;
+  void* data = nullptr;
+  RETURN_IF_ERROR(
+      RuntimeStatus(cudaHostAlloc(&data, capacity, cudaHostAllocPortable), "cudaHostAlloc"));
+  return Staging{.data = data, .capacity = capacity, .read = nullptr};
+}
+
+void CudaStream::ReturnStaging(Staging staging) {
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  staging_.push_back(std::move(staging));
+  if (staging_.size() <= kMaxStaging) return;
+  auto smallest = staging_.end();
+  for (auto it = staging_.begin(); it != staging_.end(); ++it) {
+    const bool idle = it->read == nullptr || it->read->Query();
+    if (idle && (smallest == staging_.end() || it->capacity < smallest->capacity)) smallest = it;
+  }
+  if (smallest == staging_.end()) return;  // all in flight: kept until the next return
+  cudaFreeHost(smallest->data);
+  staging_.erase(smallest);
+}
+
+void CudaStream::FreeStaging() {
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  for (Staging& s : staging_) {
+    if (s.read != nullptr) (void)s.read->Synchronize();
+    cudaFreeHost(s.data);
+  }
+  staging_.clear();
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {

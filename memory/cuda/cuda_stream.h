@@ -5,12 +5,16 @@
 // cudaEvent_t that no one holds any more (memory/event_pool.h), so a warm
 // stream creates no events; cudaStreamWaitEvent binds to the record current
 // at the call, so a later re-record cannot confuse an earlier wait.
+// CopyFromPageable stages through pinned buffers the stream recycles once
+// the copy that read them is done (an event), so it returns without a host
+// wait, as cudaMemcpyAsync from pinned memory does.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "memory/event_pool.h"
@@ -44,6 +48,9 @@ class CudaStream final : public Stream {
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
+  // Copies `src` into a pinned staging buffer now, then enqueues the copy
+  // from it: the caller may reuse `src` at once and the host never waits.
+  absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) override;
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
   absl::Status Wait(const std::shared_ptr<Event>& event) override;
   absl::Status Synchronize() override;
@@ -54,12 +61,30 @@ class CudaStream final : public Stream {
  private:
   CudaStream(int device, int ordinal, cudaStream_t stream, bool owned)
       : device_(device), ordinal_(ordinal), stream_(stream), owned_(owned) {}
+
+  // A pinned buffer and the event after the last copy that read it (null:
+  // none in flight).
+  struct Staging {
+    void* data = nullptr;
+    size_t capacity = 0;
+    std::shared_ptr<Event> read;
+  };
+  static constexpr size_t kMaxStaging = 8;
+  static constexpr size_t kStagingQuantum = size_t{64} << 10;
+  // The smallest idle buffer that fits, else a new one (cudaHostAlloc).
+  absl::StatusOr<Staging> TakeStaging(size_t bytes);
+  // Keeps it for later copies; beyond kMaxStaging, frees the smallest idle.
+  void ReturnStaging(Staging staging);
+  void FreeStaging();  // waits for the copies in flight, then frees all
+
   const int device_;
   const int ordinal_;
   const cudaStream_t stream_;
   const bool owned_;
   std::mutex events_mu_;
   EventPool<CudaEvent> events_ ABSL_GUARDED_BY(events_mu_);
+  std::mutex staging_mu_;
+  std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);
 };
 
 }  // namespace zero::cuda

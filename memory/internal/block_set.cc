@@ -33,12 +33,20 @@ void MergePending(PendingUses& into, const PendingUses& from) {
   }
 }
 
-BlockSet::iterator BlockSet::FindFit(size_t size, size_t alignment) {
+BlockSet::iterator BlockSet::FindFit(size_t size, size_t alignment, Stream* user) {
+  iterator best = blocks_.end();
+  int looked = 0;
   for (auto f = free_.lower_bound({size, 0}); f != free_.end(); ++f) {
-    const uintptr_t start = AlignUp(f->second, alignment);
-    if (start + size <= f->second + f->first) return blocks_.find(f->second);
+    if (AlignUp(f->second, alignment) + size > f->second + f->first) continue;
+    if (best != blocks_.end() &&
+        (f->first > kSameStreamSlack * best->second.size || ++looked > kSameStreamLook)) {
+      break;
+    }
+    const iterator it = blocks_.find(f->second);
+    if (!MustWait(it->second, user)) return it;
+    if (best == blocks_.end()) best = it;
   }
-  return blocks_.end();
+  return best;
 }
 
 BlockSet::iterator BlockSet::Carve(iterator it, size_t size, size_t alignment, Stream* user) {
@@ -155,6 +163,12 @@ absl::StatusOr<BlockSet::iterator> BlockSet::FindAllocated(uintptr_t addr, size_
                         it->second.requested, bytes));
   }
   return it;
+}
+
+bool BlockSet::MustWait(const Block& block, Stream* stream) {
+  return std::any_of(block.pending.begin(), block.pending.end(), [&](const PendingUse& use) {
+    return use.stream != stream && !use.event->Query();
+  });
 }
 
 absl::Status BlockSet::OrderAfterUses(const Block& block, Stream* stream) {

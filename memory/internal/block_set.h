@@ -1,7 +1,8 @@
 // The block bookkeeping every caching pool here shares (DevicePool over the
 // UVA slice, offload's PinnedHostPool over host arenas): best fit by size,
 // split on allocation, coalesce with free neighbours by address on free, and
-// stream-ordered reuse: an allocated block knows the streams that use it; on
+// stream-ordered reuse, preferring a block whose pending uses are on the
+// allocating stream (no wait): an allocated block knows the streams that use it; on
 // free, an event is recorded on each of them (and on the freeing stream), and
 // the free block keeps those events until a new owner is ordered after them.
 //
@@ -60,8 +61,14 @@ class BlockSet {
   bool empty() const { return blocks_.empty(); }
   size_t largest_free() const { return free_.empty() ? 0 : free_.rbegin()->first; }
 
-  // The smallest free block holding `size` bytes at `alignment`; end() if none.
-  iterator FindFit(size_t size, size_t alignment);
+  // The smallest free block holding `size` bytes at `alignment` that `user`
+  // can take without waiting (MustWait); failing that, the smallest of all.
+  // Past the smallest, it looks at kSameStreamLook more blocks at most, none
+  // over kSameStreamSlack times its size, so fit stays near best. end() if
+  // none fits.
+  iterator FindFit(size_t size, size_t alignment, Stream* user);
+  static constexpr int kSameStreamLook = 8;
+  static constexpr size_t kSameStreamSlack = 2;
   // Takes `size` bytes at `alignment` from free block `it` for `user` (null:
   // the host); the rest stays free with the same pending uses. Returns the
   // allocated block. Order `user` after the block's uses first.
@@ -83,6 +90,11 @@ class BlockSet {
   // (size differs from the request).
   absl::StatusOr<iterator> FindAllocated(uintptr_t addr, size_t bytes);
 
+  // True when a use on `stream` would wait for one of the free block's
+  // pending uses: one on another stream (any, for the host: null) not done.
+  // Uses on `stream` itself are ordered by the stream, as PyTorch's and
+  // RMM's per-stream free lists rely on.
+  static bool MustWait(const Block& block, Stream* stream);
   // Orders a new use on `stream` after the free block's pending uses on other
   // streams (Stream::Wait: the host does not block). Its own stream's uses
   // need nothing: stream order covers them. A null stream is the calling

@@ -22,6 +22,9 @@ double SumOfSquares(const void* src, DType dtype, size_t count) {
 void RunElementwise(const ElementwiseOp& op) {
   if (op.kind == ElementwiseKind::kSumOfSquares) {
     *static_cast<double*>(op.dst) += SumOfSquares(op.src, op.dtype, op.count);
+  } else if (op.kind == ElementwiseKind::kStepScalars) {
+    *static_cast<StepScalars*>(op.dst) =
+        StepScalarsOf(static_cast<const double*>(op.src), op.count, op.value, op.limit);
   } else if (op.kind == ElementwiseKind::kFlagNonFinite) {
     if (AnyNonFinite(op.src, op.dtype, op.count)) *static_cast<int32_t*>(op.dst) = 1;
   } else {

@@ -103,6 +103,12 @@ __global__ void FlagNonFiniteKernel(const T* x, size_t count, int32_t* flag) {
   if (__syncthreads_or(any) && threadIdx.x == 0) *flag = 1;
 }
 
+// A handful of partials: one thread, the host's order and operations.
+__global__ void StepScalarsKernel(ElementwiseOp op) {
+  *static_cast<StepScalars*>(op.dst) =
+      StepScalarsOf(static_cast<const double*>(op.src), op.count, op.value, op.limit);
+}
+
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 int LaunchSumOfSquares(const ElementwiseOp& op, bool aligned, cudaStream_t stream) {
@@ -134,7 +140,9 @@ int Launch(const ElementwiseOp& op, cudaStream_t stream) {
   if (op.kind == ElementwiseKind::kSumOfSquares) {
     return LaunchSumOfSquares(op, Aligned16(op.src), stream);
   }
-  if (op.kind == ElementwiseKind::kFlagNonFinite) {
+  if (op.kind == ElementwiseKind::kStepScalars) {
+    StepScalarsKernel<<<1, 1, 0, stream>>>(op);
+  } else if (op.kind == ElementwiseKind::kFlagNonFinite) {
     VisitDType(op.dtype, [&]<class T>() {
       const T* x = static_cast<const T*>(op.src);
       auto* flag = static_cast<int32_t*>(op.dst);

@@ -56,7 +56,8 @@ absl::Status FlagInfOrNan(const void* data, DType dtype, size_t count, int32_t* 
                          .dst = device_flag,
                          .src = data,
                          .factor = nullptr,
-                         .value = 0};
+                         .value = 0,
+                         .limit = 0};
   return FromCuda(internal::LaunchElementwise(op, -1, stream), "inf/nan check launch");
 }
 

@@ -1,13 +1,18 @@
 // The caching pool on host and meta devices: the same code runs on both.
 #include "memory/pool.h"
 
+#include <atomic>
 #include <cstring>
+#include <latch>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
+#include "memory/testing/stream_faults.h"
 
 namespace zero {
 namespace {
@@ -212,6 +217,53 @@ INSTANTIATE_TEST_SUITE_P(Kinds, PoolTest,
                          [](const auto& info) {
                            return info.param == DeviceSpec::Kind::kHost ? "host" : "meta";
                          });
+
+// Two free blocks of one size: `other` freed on a held stream (its use is
+// not done), `own` freed on the allocating stream. The allocation takes
+// `own` with no Stream::Wait (best fit alone would take `other`, the lower
+// address, and wait); the next one can only get `other` and must wait: its
+// work reads what the held stream wrote before the free.
+TEST(PoolStreamTest, SameStreamReuseNeedsNoWaitCrossStreamStillWaits) {
+  auto system = DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, kCapacity});
+  ASSERT_TRUE(system.ok()) << system.status();
+  DevicePool& pool = (*system)->pool(0);
+  Stream* mine = *(*system)->CreateStream(0);
+  Stream* held = *(*system)->CreateStream(0);
+  constexpr size_t kBytes = 8192;
+  std::vector<void*> blocks;  // other, guard, own, guard: no coalescing
+  for (Stream* s : {held, mine, mine, mine}) {
+    auto p = pool.Allocate(kBytes, Tag::kOther, s);
+    ASSERT_TRUE(p.ok()) << p.status();
+    blocks.push_back(*p);
+  }
+  void* const other = blocks[0];
+  void* const own = blocks[2];
+  std::latch release(1);
+  ASSERT_TRUE(held->Enqueue([&] { release.wait(); }).ok());
+  ASSERT_TRUE(held->Fill(other, 7, kBytes).ok());
+  ASSERT_TRUE(pool.Deallocate(other, kBytes, held).ok());
+  ASSERT_TRUE(pool.Deallocate(own, kBytes, mine).ok());
+
+  std::optional<DroppedStreamWait> counter(std::in_place, 1 << 30, mine);  // counts, drops none
+  auto same = pool.Allocate(kBytes, Tag::kOther, mine);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(*same, own) << "the block freed on this stream is preferred";
+  EXPECT_EQ(counter->waits_seen(), 0) << "a same-stream reuse waits for nothing";
+
+  auto cross = pool.Allocate(kBytes, Tag::kOther, mine);
+  ASSERT_TRUE(cross.ok()) << cross.status();
+  EXPECT_EQ(*cross, other);
+  EXPECT_EQ(counter->waits_seen(), 1) << "a cross-stream reuse waits for the freeing stream";
+  counter.reset();
+  std::atomic<int> seen{-1};
+  ASSERT_TRUE(mine->Enqueue([&] { seen = static_cast<unsigned char*>(*cross)[kBytes - 1]; }).ok());
+  release.count_down();
+  ASSERT_TRUE(mine->Synchronize().ok());
+  EXPECT_EQ(seen.load(), 7) << "the new owner ran before the old owner's write";
+  for (void* p : {*same, *cross, blocks[1], blocks[3]}) {
+    ASSERT_TRUE(pool.Deallocate(p, kBytes, mine).ok());
+  }
+}
 
 TEST(MetaPoolTest, HoldsModelsFarLargerThanThisMachine) {
   auto system = DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1024, 80'000'000'000});

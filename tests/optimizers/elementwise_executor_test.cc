@@ -4,6 +4,7 @@
 // once more against the reference, through the stream.
 #include "optimizers/elementwise_executor.h"
 
+#include <cmath>
 #include <cstring>
 #include <latch>
 #include <limits>
@@ -114,6 +115,57 @@ TEST(ElementwiseExecutorTest, FlagFindsInfAndNanAtFirstMiddleAndLast) {
   }
 }
 
+// torch's clip_grad_norm_ on the mean gradient, written out in the engine's
+// old host code: partials added in rank order, fp64, rounded once to fp32.
+StepScalars ExpectedStepScalars(const std::vector<double>& partials, float mean, double max_norm) {
+  double total = 0;
+  for (double p : partials) total += p;
+  const double norm = std::sqrt(total) * mean;
+  const double coef = max_norm / (norm + 1e-6);
+  const float scale = max_norm > 0 && coef < 1.0 ? static_cast<float>(mean * coef) : mean;
+  return {.norm = norm, .grad_scale = scale};
+}
+
+// The clip coefficient and the scale are computed on the stream from sums
+// an earlier operation wrote (the stream is held until both are enqueued).
+TEST(ElementwiseExecutorTest, StepScalarsClipAsTorchFromPartialsWrittenEarlier) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const float mean = 1.0f / 24;  // 8 ranks x 3 micro-batches
+  struct Case {
+    std::vector<double> partials;
+    double max_norm;
+  };
+  const std::vector<Case> cases = {
+      {{1e6, 3e5, 7.25, 0.1}, 1.0},   // clipped
+      {{1e6, 3e5, 7.25, 0.1}, 1e9},   // coefficient above 1: unchanged
+      {{1e6, 3e5, 7.25, 0.1}, 0.0},   // no clipping, norm only
+      {{0, 0, 0}, 1.0},               // zero gradient
+      {{4.0, inf, 1.0}, 1.0},         // overflow: coefficient 0
+      {{4.0, nan}, 1.0},              // NaN: no clipping, NaN norm
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    HostStream stream(0);
+    std::latch release(1);
+    ASSERT_TRUE(stream.Enqueue([&] { release.wait(); }).ok());
+    const std::vector<double>& want = cases[c].partials;
+    std::vector<double> partials(want.size(), -1.0);
+    StepScalars out{.norm = -1, .grad_scale = -1};
+    ASSERT_TRUE(stream.Copy(partials.data(), want.data(), want.size() * sizeof(double)).ok());
+    ASSERT_TRUE(Host()
+                    .ComputeStepScalars(&out, partials.data(), partials.size(), mean,
+                                        cases[c].max_norm, &stream)
+                    .ok());
+    release.count_down();
+    ASSERT_TRUE(stream.Synchronize().ok());
+    const StepScalars expected = ExpectedStepScalars(want, mean, cases[c].max_norm);
+    EXPECT_EQ(std::memcmp(&out.norm, &expected.norm, sizeof(double)), 0)
+        << "case " << c << ": " << out.norm << " vs " << expected.norm;
+    EXPECT_EQ(std::memcmp(&out.grad_scale, &expected.grad_scale, sizeof(float)), 0)
+        << "case " << c << ": " << out.grad_scale << " vs " << expected.grad_scale;
+  }
+}
+
 TEST(ElementwiseExecutorTest, MetaDevicesDoNothing) {
   MetaStream stream(0);
   const ElementwiseExecutor& meta = ElementwiseExecutor::For(DeviceKind::kMeta);
@@ -174,6 +226,13 @@ TEST(ElementwiseExecutorTest, BadArgumentsAreErrorsThatSayWhat) {
   EXPECT_NE(message(s).find("flag"), std::string::npos) << s;
   s = Host().Scale(f.data(), nullptr, 8, DType::kF32, &stream);
   EXPECT_NE(message(s).find("factor"), std::string::npos) << s;
+  StepScalars scalars[2];
+  s = Host().ComputeStepScalars(
+      reinterpret_cast<StepScalars*>(reinterpret_cast<uint8_t*>(scalars) + 4), &sum, 1, 1.0f, 1.0,
+      &stream);
+  EXPECT_NE(message(s).find("StepScalars of 1 f32 elements: scalars"), std::string::npos) << s;
+  s = Host().ComputeStepScalars(scalars, nullptr, 1, 1.0f, 1.0, &stream);
+  EXPECT_NE(message(s).find("partials"), std::string::npos) << s;
   s = Host().Fill(f.data(), 0.0f, 8, DType::kF32, nullptr);
   EXPECT_NE(message(s).find("stream is null"), std::string::npos) << s;
   // Nothing to do, nothing to check but kind and dtype.

@@ -116,6 +116,28 @@ TEST_P(EquivalenceTest, SlicesMatchWhole) {
   }
 }
 
+// The engine hands the scale over in (device) memory, written by an earlier
+// operation: the same bits as the value, maximizing included (-1 x *at).
+TEST_P(EquivalenceTest, ScaleReadFromMemoryMatchesTheValue) {
+  for (bool maximize : {false, true}) {
+    AnyConfig config = ConfigFor(GetParam().kind);
+    std::visit([&](auto& c) { c.maximize = maximize; }, config);
+    std::unique_ptr<Optimizer> opt = MakeOptimizerFor(config);
+    Problem by_value = NewProblem();
+    Problem in_memory = NewProblem();
+    for (int step = 1; step <= kSteps; ++step) {
+      const float scale = 0.0390625f * static_cast<float>(step);
+      by_value.SetGrads(step);
+      in_memory.SetGrads(step);
+      ASSERT_TRUE(opt->Step(by_value.Args(step, 0, kSize, scale)).ok());
+      StepArgs args = in_memory.Args(step, 0, kSize, 1.0f);
+      args.grad_scale_at = &scale;
+      ASSERT_TRUE(opt->Step(args).ok());
+    }
+    EXPECT_TRUE(SameResults(in_memory, by_value)) << "maximize " << maximize;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllOptimizersAndDtypes, EquivalenceTest, ::testing::ValuesIn(AllCases()),
                          CaseName);
 

@@ -22,7 +22,7 @@ class StepArgsTest : public ::testing::Test {
 TEST_F(StepArgsTest, GoodArgsPass) { EXPECT_TRUE(ValidateStepArgs(Good(), 2).ok()); }
 
 TEST_F(StepArgsTest, EveryMistakeIsInvalidArgument) {
-  std::vector<StepArgs> bad(8, Good());
+  std::vector<StepArgs> bad(9, Good());
   bad[0].grads = nullptr;
   bad[1].step = 0;
   bad[2].grad_scale = INFINITY;
@@ -34,6 +34,9 @@ TEST_F(StepArgsTest, EveryMistakeIsInvalidArgument) {
   bad[6].copy_dtype = static_cast<DType>(4);
   std::vector<std::span<float>> null_state = {m, std::span<float>(static_cast<float*>(nullptr), 8)};
   bad[7].state = null_state;
+  const float scales[2] = {1.0f, 1.0f};
+  bad[8].grad_scale_at =
+      reinterpret_cast<const float*>(reinterpret_cast<const char*>(scales) + 2);
   for (size_t i = 0; i < bad.size(); ++i) {
     EXPECT_EQ(ValidateStepArgs(bad[i], 2).code(), absl::StatusCode::kInvalidArgument) << i;
   }

@@ -126,9 +126,11 @@ absl::StatusOr<char*> GradientReducer::StagingFor(int unit) {
     // The last micro-batch's reduction may still read these gradients.
     RETURN_IF_ERROR(ctx_.stream->Wait(state.reduced));
   }
-  if (state.received == 0 && ctx_.has_bytes && u.padded > u.numel) {
-    RETURN_IF_ERROR(ctx_.stream->Fill(staging + u.numel * ctx_.esize, 0,
-                                      (u.padded - u.numel) * ctx_.esize));
+  if (state.received == 0 && ctx_.has_bytes) {
+    for (const auto& [begin, end] : ctx_.layout.PaddingOf(unit)) {
+      RETURN_IF_ERROR(
+          ctx_.stream->Fill(staging + begin * ctx_.esize, 0, (end - begin) * ctx_.esize));
+    }
   }
   return staging;
 }
