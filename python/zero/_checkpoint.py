@@ -22,13 +22,8 @@ import torch
 
 from . import _lib
 from ._lib import ZeroError
-
-
-def _state(model):
-    state = getattr(model, "_zero_state", None)
-    if state is None:
-        raise ZeroError("the model is not wrapped by zero.wrap")
-    return state
+from ._wrap import gathered
+from ._wrap import state_of as _state
 
 
 def save_checkpoint(model, root):
@@ -48,25 +43,16 @@ def load_checkpoint(model, path):
     state.engine.load(os.fspath(path))
 
 
-def _rank(state):
-    return state.engine.rank
-
-
 def state_dict(model):
     """The consolidated state_dict on rank 0 (None on the others)."""
     state = _state(model)
+    rank0 = state.engine.rank == 0
     whole = {}
-    for m, entries in enumerate(state.members):
-        if state.stage3 is not None:
-            state.stage3.fetch(m)
-        try:
-            if _rank(state) == 0:
-                for e in entries:
-                    whole[id(e.param)] = e.param.data.detach().clone().view(e.shape)
-        finally:
-            if state.stage3 is not None:
-                state.stage3.release(m)
-    if _rank(state) != 0:
+    for entries in gathered(state):
+        if rank0:
+            for e in entries:
+                whole[id(e.param)] = e.param.data.detach().clone().view(e.shape)
+    if not rank0:
         return None
     out = {}
     for name, tensor in _named_state(model):

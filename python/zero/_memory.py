@@ -15,7 +15,7 @@ moves the K (and, from stage 2, the G) share to pinned host memory;
 parameter offload the P share too. Stage 3's gathered parameters and the reduction buckets are transient
 and reported apart ("gathered", "communication")."""
 
-from ._lib import ZeroError
+from ._wrap import state_of
 
 _MODEL_STATE_TAGS = ("parameters", "gradients", "optimizer_state")
 
@@ -46,9 +46,7 @@ def model_state_formula(stage, psi, world, p, g, k, offload="none", accumulation
 
 
 def summary(model):
-    state = getattr(model, "_zero_state", None)
-    if state is None:
-        raise ZeroError("the model is not wrapped by zero.wrap")
+    state = state_of(model)
     stats = state.engine.stats()
     tags = stats["pool"]["tags"]
     p = state.dtype.itemsize

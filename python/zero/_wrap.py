@@ -290,18 +290,32 @@ def wrap(model, optimizer, config=None, group=None):
     return model, ZeroOptimizer(state, optimizer)
 
 
-def full_parameters(model):
-    """{name: fp32 copy} of every parameter the engine holds, whole. Collective
-    at stage 3 (every rank must call it), where it gathers module by module."""
+def state_of(model):
+    """What zero.wrap set up for `model` (ZeroError if it did not wrap it)."""
     state = getattr(model, "_zero_state", None)
     if state is None:
         raise ZeroError("the model is not wrapped by zero.wrap")
-    out = {}
+    return state
+
+
+def gathered(state):
+    """Each engine module's entries while its parameters are whole: fetched
+    around the yield at stage 3 (collective: every rank must iterate)."""
     for m, entries in enumerate(state.members):
         if state.stage3 is not None:
             state.stage3.fetch(m)
+        try:
+            yield entries
+        finally:
+            if state.stage3 is not None:
+                state.stage3.release(m)
+
+
+def full_parameters(model):
+    """{name: fp32 copy} of every parameter the engine holds, whole. Collective
+    at stage 3 (every rank must call it), where it gathers module by module."""
+    out = {}
+    for entries in gathered(state_of(model)):
         for e in entries:
             out[e.name] = e.param.data.detach().to(torch.float32, copy=True)
-        if state.stage3 is not None:
-            state.stage3.release(m)
     return out
