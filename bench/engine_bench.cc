@@ -37,9 +37,9 @@ constexpr int kRanks = 8;
 
 // GPT-style blocks: qkv, proj, fc1, fc2 weights and biases, hidden 256
 // (12 h^2 + 9 h elements a layer).
-std::vector<ParamSpec> ModelSpecs(size_t h = 256) {
+std::vector<ParamSpec> ModelSpecs(size_t h = 256, int layers = 4) {
   std::vector<ParamSpec> specs;
-  for (int l = 0; l < 4; ++l) {
+  for (int l = 0; l < layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
     for (auto [name, numel] : {std::pair{"qkv.w", 3 * h * h}, {"qkv.b", 3 * h},
                                {"proj.w", h * h}, {"proj.b", h}, {"fc1.w", 4 * h * h},
@@ -75,7 +75,7 @@ EngineConfig BenchConfig(int stage, bool prefetch, int offload) {
 
 absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const EngineConfig& config,
                                                      LocalGroupOptions comm = {},
-                                                     size_t hidden = 256) {
+                                                     size_t hidden = 256, int layers = 4) {
   auto c = std::make_unique<Cluster>();
   ASSIGN_OR_RETURN(c->devices,
                    DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30}));
@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const EngineConfig& config,
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      auto engine = Engine::Create(config, ModelSpecs(hidden), c->adam.get(),
+      auto engine = Engine::Create(config, ModelSpecs(hidden, layers), c->adam.get(),
                                    c->comms[r].get(), c->devices.get(), r);
       if (engine.ok()) c->engines[r] = std::move(engine).value();
       status[r] = engine.status();
@@ -104,20 +104,22 @@ absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const EngineConfig& config,
 
 // One rank's step, as a loop runs it: layers fetched in order for forward,
 // in reverse for backward, where gradients are handed over. `peak` gets the
-// largest count of gathered elements seen. With `compute` > 0 each layer's
-// forward and backward is that long a wait on the engine's stream (the
-// model's kernels; the host goes on at once, as with a card).
+// largest count of gathered elements seen. With `forward` > 0 each layer's
+// forward is that long a wait on the engine's stream and its backward twice
+// that (a linear layer's backward computes the gradients of its input and of
+// its weight: two products to forward's one), as the model's kernels would
+// be; the host goes on at once, as with a card.
 absl::Status RankStep(Engine& e, const std::vector<float>& grad, size_t& peak,
-                      absl::Duration compute = absl::ZeroDuration()) {
+                      absl::Duration forward = absl::ZeroDuration()) {
   const auto& params = e.layout().params();
-  auto kernels = [&]() -> absl::Status {
-    if (compute == absl::ZeroDuration()) return absl::OkStatus();
-    return e.stream()->Enqueue([compute] { absl::SleepFor(compute); });
+  auto kernels = [&](int passes) -> absl::Status {
+    if (forward == absl::ZeroDuration()) return absl::OkStatus();
+    return e.stream()->Enqueue([t = passes * forward] { absl::SleepFor(t); });
   };
-  for (int m = 0; m < 4; ++m) {
+  for (int m = 0; m <= params.back().module; ++m) {
     RETURN_IF_ERROR(e.Fetch(m));
     peak = std::max(peak, e.live_gathered_elements());
-    RETURN_IF_ERROR(kernels());
+    RETURN_IF_ERROR(kernels(1));
     RETURN_IF_ERROR(e.Release(m));
   }
   for (int id = static_cast<int>(params.size()) - 1; id >= 0; --id) {
@@ -125,7 +127,7 @@ absl::Status RankStep(Engine& e, const std::vector<float>& grad, size_t& peak,
         id == static_cast<int>(params.size()) - 1 || params[id + 1].module != params[id].module;
     if (first_of_module) {
       RETURN_IF_ERROR(e.Fetch(params[id].module));
-      RETURN_IF_ERROR(kernels());
+      RETURN_IF_ERROR(kernels(2));
     }
     peak = std::max(peak, e.live_gathered_elements());
     RETURN_IF_ERROR(e.AddGrad(id, grad.data(), params[id].numel));
@@ -180,27 +182,35 @@ void BM_EngineStep(benchmark::State& state) {
   state.counters["sent_MB_per_step"] = (total.bytes_sent - bytes_before) / (steps * 1e6);
 }
 
-// Stage 2 or 3, 8 ranks, collectives enqueued on the engines' streams over a
-// simulated link whose time per step about equals the compute per step
-// (8 passes of kLayerCompute: 4 layers forward and backward).
+// Stage 2 or 3, 8 ranks, `layers` layers, collectives enqueued on the
+// engines' streams over a simulated link whose time per step about equals
+// the compute per step (kStepCompute: a third in the forward passes, two
+// thirds in backward). At stage 3 the step's first gather and last
+// reduce-scatter overlap nothing (2 of 3 x layers collectives): the fewer
+// the layers, the more that edge weighs, so both 4 and 8 layers are shown.
 constexpr size_t kOverlapHidden = 64;
-constexpr absl::Duration kLayerCompute = absl::Milliseconds(40);
+constexpr absl::Duration kStepCompute = absl::Milliseconds(320);
 
-absl::StatusOr<std::unique_ptr<Cluster>> MakeOverlapCluster(int stage, bool overlap) {
+absl::Duration ForwardCompute(int layers) { return kStepCompute / (3 * layers); }
+
+absl::StatusOr<std::unique_ptr<Cluster>> MakeOverlapCluster(int stage, bool overlap,
+                                                            int layers) {
   EngineConfig config = BenchConfig(stage, /*prefetch=*/true, /*offload=*/0);
   const size_t layer = 12 * kOverlapHidden * kOverlapHidden + 9 * kOverlapHidden;
   config.bucket_elements = layer;  // one unit per layer at every stage
-  config.max_live_elements = 3 * layer;
+  // Three layers gathered at most. A unit is padded to a multiple of
+  // ranks x 16 elements (zero/layout.h): budget whole padded units.
+  const size_t quantum = kRanks * 16;
+  config.max_live_elements = 3 * ((layer + quantum - 1) / quantum * quantum);
   config.overlap_comm = overlap;
   // Collectives per step: stage 2 reduce-scatters and all-gathers each
   // layer once; stage 3 gathers it for forward and backward too.
-  const int collectives = stage == 3 ? 12 : 8;
+  const int collectives = (stage == 3 ? 3 : 2) * layers;
   const double ring_bytes = layer * sizeof(float) * (kRanks - 1.0) / kRanks;
   LocalGroupOptions comm;
   comm.stream_ordered = true;
-  comm.link.bytes_per_second =
-      ring_bytes / absl::ToDoubleSeconds(8 * kLayerCompute / collectives);
-  return MakeCluster(config, comm, kOverlapHidden);
+  comm.link.bytes_per_second = ring_bytes / absl::ToDoubleSeconds(kStepCompute / collectives);
+  return MakeCluster(config, comm, kOverlapHidden, layers);
 }
 
 // The steady state: one iteration is one step, from one return of Step to
@@ -208,17 +218,19 @@ absl::StatusOr<std::unique_ptr<Cluster>> MakeOverlapCluster(int stage, bool over
 // the next step's forward overlaps the last one's all-gathers, as in a
 // training loop). Both streams are drained after the timed steps.
 void BM_Overlap(benchmark::State& state) {
-  auto cluster = MakeOverlapCluster(static_cast<int>(state.range(0)), state.range(1) != 0);
+  const int layers = static_cast<int>(state.range(2));
+  auto cluster =
+      MakeOverlapCluster(static_cast<int>(state.range(0)), state.range(1) != 0, layers);
   if (!cluster.ok()) return state.SkipWithError(cluster.status().ToString().c_str());
   Cluster& c = **cluster;
   for (int warm = 0; warm < 2; ++warm) {  // first touches; stage 3 records its order
-    if (auto s = RunStep(c, kLayerCompute); !s.ok()) {
+    if (auto s = RunStep(c, ForwardCompute(layers)); !s.ok()) {
       return state.SkipWithError(s.status().ToString().c_str());
     }
   }
   for (auto _ : state) {
     const absl::Time start = absl::Now();
-    if (auto s = RunStep(c, kLayerCompute); !s.ok()) {
+    if (auto s = RunStep(c, ForwardCompute(layers)); !s.ok()) {
       return state.SkipWithError(s.status().ToString().c_str());
     }
     state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
@@ -231,7 +243,7 @@ void BM_Overlap(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Overlap)
-    ->ArgsProduct({{2, 3}, {1, 0}})
+    ->ArgsProduct({{2, 3}, {1, 0}, {4, 8}})
     ->Iterations(6)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
@@ -269,13 +281,17 @@ int main(int argc, char** argv) {
                 "%.2f stepping after backward\n", overlap / device, after / device);
   }
   constexpr char kOverlapRun[] = "iterations:6/manual_time";
-  for (const char* stage : {"2", "3"}) {
-    const double overlapped = reporter.seconds(std::string("BM_Overlap/") + stage + "/1/" + kOverlapRun);
-    const double serialized = reporter.seconds(std::string("BM_Overlap/") + stage + "/0/" + kOverlapRun);
-    if (overlapped > 0 && serialized > 0) {
-      std::printf("stage %s, communication about equal to compute (simulated link): step time "
-                  "overlapped / serialized = %.2f (goal <= 0.65, ideal 0.5)\n",
-                  stage, overlapped / serialized);
+  for (const std::string stage : {"2", "3"}) {
+    for (const std::string layers : {"4", "8"}) {
+      const std::string run = "BM_Overlap/" + stage + "/";
+      const std::string tail = "/" + layers + "/" + kOverlapRun;
+      const double overlapped = reporter.seconds(run + "1" + tail);
+      const double serialized = reporter.seconds(run + "0" + tail);
+      if (overlapped > 0 && serialized > 0) {
+        std::printf("stage %s, %s layers, communication about equal to compute (simulated link): "
+                    "step time overlapped / serialized = %.2f (goal <= 0.65, ideal 0.5)\n",
+                    stage.c_str(), layers.c_str(), overlapped / serialized);
+      }
     }
   }
   return goals.ExitCode(&reporter);
