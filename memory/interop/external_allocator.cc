@@ -1,6 +1,7 @@
 #include "memory/interop/external_allocator.h"
 
 #include <cstdlib>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -126,6 +127,24 @@ absl::Status ExternalAllocator::Deallocate(void* ptr, int64_t size, int device,
   absl::Status status = (*resource)->Deallocate(ptr, static_cast<size_t>(size), *stream);
   if (!status.ok()) {
     const ExternalError kind = FreeErrorKind(status);  // before `status` is moved
+    return RecordFailure(kind, std::move(status));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExternalAllocator::RecordStream(void* ptr, void* native_stream) {
+  if (ptr == nullptr) return absl::OkStatus();
+  const std::optional<int> device = system_->device_of(ptr);
+  if (!device.has_value()) {
+    return RecordFailure(ExternalError::kForeignPointer,
+                         absl::NotFoundError(absl::StrFormat(
+                             "record_stream of %p: not memory of any device here", ptr)));
+  }
+  absl::StatusOr<Stream*> stream = StreamFor(*device, native_stream);
+  if (!stream.ok()) return RecordFailure(ExternalError::kInvalidStream, stream.status());
+  absl::Status status = system_->pool(*device).RecordStream(ptr, *stream);
+  if (!status.ok()) {
+    const ExternalError kind = FreeErrorKind(status);
     return RecordFailure(kind, std::move(status));
   }
   return absl::OkStatus();

@@ -73,6 +73,10 @@ class ExternalAllocator {
   // `size`, `device` and `native_stream` as allocated (PyTorch passes the
   // allocation's stream). A null `ptr` is a no-op, as with free().
   absl::Status Deallocate(void* ptr, int64_t size, int device, void* native_stream);
+  // `ptr` is used by work on `native_stream` too (CachingPool::RecordStream):
+  // its free orders the next owner after that work as well. The device is
+  // the one holding `ptr` (torch's record_stream passes none). Null: no-op.
+  absl::Status RecordStream(void* ptr, void* native_stream);
 
   // Counts and remembers a failure, returning it: every failure above goes
   // through here, and so do those the caller finds (the C shim's exceptions).

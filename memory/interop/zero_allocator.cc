@@ -116,6 +116,12 @@ void zero_free(void* ptr, ssize_t size, int device, zero_stream_t stream) {
   });
 }
 
+void zero_record_stream(void* ptr, zero_stream_t stream) {
+  zero::Guarded<bool>(false, [&](zero::ExternalAllocator& allocator) {
+    return allocator.RecordStream(ptr, stream).ok();
+  });
+}
+
 const char* zero_last_error(void) {
   thread_local std::string text;
   try {

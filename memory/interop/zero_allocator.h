@@ -30,6 +30,14 @@ void* zero_malloc(ssize_t size, int device, zero_stream_t stream);
  * size mismatches change nothing but the error counters. */
 void zero_free(void* ptr, ssize_t size, int device, zero_stream_t stream);
 
+/* Marks `ptr` as used by work on `stream` too (torch's Tensor.record_stream;
+ * the signature of CUDAPluggableAllocator::set_record_stream_fn, which only
+ * torch's C++ API exposes): its free then also waits for the work enqueued
+ * on `stream` until then, so the block is not handed out again while that
+ * work may still read it. A pointer this library did not allocate, or one
+ * already freed, changes nothing but the error counters. */
+void zero_record_stream(void* ptr, zero_stream_t stream);
+
 /* The text of the latest failure in the process ("" if none). The pointer
  * stays valid until this thread calls zero_last_error again. */
 const char* zero_last_error(void);

@@ -137,9 +137,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 6:
         CheckStats();
         break;
-      case 7:
+      case 7: {  // record_stream: a live block, its interior, the stack; then the error text
+        int on_stack = 0;
+        if (!live.empty()) {
+          const Live& b = live[pick()];
+          zero_record_stream(b.ptr, nullptr);
+          if (b.size > 1) zero_record_stream(b.ptr + b.size / 2, nullptr);
+        }
+        zero_record_stream(&on_stack, nullptr);
         (void)zero_last_error();
         break;
+      }
     }
   }
   while (!live.empty()) Free(live, live.size() - 1);

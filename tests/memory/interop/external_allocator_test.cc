@@ -81,6 +81,29 @@ TEST_F(ExternalAllocatorTest, CountsEveryKindOfFailure) {
   EXPECT_EQ(allocator.total_errors(), 10u);
 }
 
+// The pool's RecordStream semantics are tested with the pools
+// (tests/memory/host_pool_test, caching_pool tests); here, that the call
+// finds the pointer's device by itself and counts what it refuses.
+TEST_F(ExternalAllocatorTest, RecordStreamFindsTheDeviceAndCountsRefusals) {
+  ExternalAllocator allocator = Make();
+  void* ptr = *allocator.Allocate(4096, 1, nullptr);
+  EXPECT_TRUE(allocator.RecordStream(ptr, nullptr).ok());
+  EXPECT_TRUE(allocator.RecordStream(nullptr, nullptr).ok()) << "null: nothing";
+  int fake_stream = 0;
+  EXPECT_EQ(allocator.RecordStream(ptr, &fake_stream).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(allocator.errors(ExternalError::kInvalidStream), 1u);
+  int on_stack = 0;
+  EXPECT_EQ(allocator.RecordStream(&on_stack, nullptr).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(allocator.last_error(), HasSubstr("not memory of any device"));
+  EXPECT_EQ(allocator.errors(ExternalError::kForeignPointer), 1u);
+  ASSERT_TRUE(allocator.Deallocate(ptr, 4096, 1, nullptr).ok());
+  EXPECT_EQ(allocator.RecordStream(ptr, nullptr).code(), absl::StatusCode::kNotFound)
+      << "after its free the block is not allocated";
+  EXPECT_THAT(allocator.last_error(), HasSubstr("not allocated"));
+  EXPECT_EQ(allocator.errors(ExternalError::kForeignPointer), 2u);
+  EXPECT_EQ(allocator.total_errors(), 3u);
+}
+
 TEST_F(ExternalAllocatorTest, CapLimitsLiveBytesPerDevice) {
   ExternalAllocator allocator = Make(8 * kMiB);
   void* a = *allocator.Allocate(6 * kMiB, 0, nullptr);

@@ -89,6 +89,19 @@ TEST(ZeroAllocatorTest, BadFreesAreCountedAndHarmless) {
   EXPECT_EQ(Counter("\"double_free\":"), doubles + 1);
 }
 
+TEST(ZeroAllocatorTest, RecordStreamIsExportedAndHarmlessOnBadPointers) {
+  const long foreign = Counter("\"foreign_pointer\":");
+  void* ptr = zero_malloc(1000, 1, nullptr);
+  ASSERT_NE(ptr, nullptr);
+  zero_record_stream(ptr, nullptr);
+  EXPECT_EQ(Counter("\"foreign_pointer\":"), foreign);
+  int on_stack = 0;
+  zero_record_stream(&on_stack, nullptr);
+  EXPECT_EQ(Counter("\"foreign_pointer\":"), foreign + 1);
+  EXPECT_THAT(zero_last_error(), HasSubstr("record_stream"));
+  zero_free(ptr, 1000, 1, nullptr);
+}
+
 TEST(ZeroAllocatorTest, CapFromTheEnvironmentHolds) {
   const long ooms = Counter("\"out_of_memory\":");
   void* a = zero_malloc(30 * kMiB, 0, nullptr);
