@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,14 @@ absl::StatusOr<ExternalAllocatorOptions> ExternalAllocatorOptionsFromEnvironment
   }
   if (const char* path = std::getenv("ZERO_ALLOCATOR_STATS"); path != nullptr) {
     options.stats_path = path;
+  }
+  if (const char* oom = std::getenv("ZERO_ALLOCATOR_OOM"); oom != nullptr && *oom != '\0') {
+    const std::string mode = oom;
+    if (mode != "null" && mode != "throw") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ZERO_ALLOCATOR_OOM: '", mode, "' is neither 'null' nor 'throw'"));
+    }
+    options.throw_on_oom = mode == "throw";
   }
   return options;
 }

@@ -37,10 +37,16 @@ struct ExternalAllocatorOptions {
   size_t cap = 0;          // bytes live per device through this allocator; 0: no cap
   std::string stats_path;  // the C shim writes StatsJson() here at exit; empty: nowhere
   Tag tag = Tag::kOther;   // PyTorch does not say what a tensor is for
+  // The C shim's zero_malloc throws BadAlloc (a std::bad_alloc carrying the
+  // pool's message) on out-of-memory instead of returning null: PyTorch's
+  // pluggable allocator keeps a null return unchecked (README.md), but turns
+  // an exception into a Python RuntimeError at the allocating call.
+  bool throw_on_oom = false;
 };
 
-// ZERO_ALLOCATOR_CAP (e.g. "8GiB", parsed by ParseBytes) and
-// ZERO_ALLOCATOR_STATS (a file path). Unset means no cap, no file.
+// ZERO_ALLOCATOR_CAP (e.g. "8GiB", parsed by ParseBytes),
+// ZERO_ALLOCATOR_STATS (a file path) and ZERO_ALLOCATOR_OOM ("null", the
+// default, or "throw"). Unset means no cap, no file, null.
 absl::StatusOr<ExternalAllocatorOptions> ExternalAllocatorOptionsFromEnvironment();
 
 enum class ExternalError : int {

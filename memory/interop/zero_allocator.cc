@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "memory/interop/bad_alloc.h"
 #include "memory/interop/external_allocator.h"
 
 namespace zero {
@@ -104,10 +105,18 @@ T Guarded(T on_error, Body body) noexcept {
 extern "C" {
 
 void* zero_malloc(ssize_t size, int device, zero_stream_t stream) {
-  return zero::Guarded<void*>(nullptr, [&](zero::ExternalAllocator& allocator) -> void* {
+  absl::Status out_of_memory;
+  void* ptr = zero::Guarded<void*>(nullptr, [&](zero::ExternalAllocator& allocator) -> void* {
     absl::StatusOr<void*> ptr = allocator.Allocate(size, device, stream);
-    return ptr.ok() ? *ptr : nullptr;
+    if (ptr.ok()) return *ptr;
+    if (allocator.options().throw_on_oom && absl::IsResourceExhausted(ptr.status())) {
+      out_of_memory = ptr.status();
+    }
+    return nullptr;
   });
+  // Outside Guarded, which would catch it.
+  if (!out_of_memory.ok()) throw zero::BadAlloc(std::move(out_of_memory));
+  return ptr;
 }
 
 void zero_free(void* ptr, ssize_t size, int device, zero_stream_t stream) {

@@ -3,9 +3,11 @@
  * "zero_free"). Memory comes from the process-wide DeviceSystem (devices from
  * $ZERO_DEVICES), created on the first call; ZERO_ALLOCATOR_CAP caps the live
  * bytes per device, ZERO_ALLOCATOR_STATS names a file that receives
- * zero_stats_json() at exit. Every function is thread-safe and never throws
- * or aborts: failures return null (or do nothing), are counted, and their
- * text is in zero_last_error(). */
+ * zero_stats_json() at exit. Every function is thread-safe and never aborts:
+ * failures return null (or do nothing), are counted, and their text is in
+ * zero_last_error(). Nothing throws, except zero_malloc on out-of-memory
+ * when ZERO_ALLOCATOR_OOM=throw (a std::bad_alloc whose what() is the
+ * pool's message; for PyTorch, which ignores a null return). */
 #ifndef ZERO_MEMORY_INTEROP_ZERO_ALLOCATOR_H_
 #define ZERO_MEMORY_INTEROP_ZERO_ALLOCATOR_H_
 

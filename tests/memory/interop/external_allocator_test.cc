@@ -150,6 +150,13 @@ TEST(ExternalAllocatorOptionsTest, ReadsTheEnvironment) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->cap, 8 * kGiB);
   EXPECT_EQ(options->stats_path, "/tmp/x.json");
+  EXPECT_FALSE(options->throw_on_oom);
+  setenv("ZERO_ALLOCATOR_OOM", "throw", 1);
+  EXPECT_TRUE(ExternalAllocatorOptionsFromEnvironment()->throw_on_oom);
+  setenv("ZERO_ALLOCATOR_OOM", "raise", 1);
+  EXPECT_THAT(ExternalAllocatorOptionsFromEnvironment().status().message(),
+              HasSubstr("ZERO_ALLOCATOR_OOM: 'raise' is neither"));
+  unsetenv("ZERO_ALLOCATOR_OOM");
   setenv("ZERO_ALLOCATOR_CAP", "lots", 1);
   EXPECT_THAT(ExternalAllocatorOptionsFromEnvironment().status().message(),
               HasSubstr("ZERO_ALLOCATOR_CAP"));

@@ -1,13 +1,18 @@
 // Loads libzero_allocator.so the way PyTorch does (dlopen, then the symbols by
 // name), allocates, frees, leaves one allocation live and exits, so the
-// library's exit handler writes $ZERO_ALLOCATOR_STATS. Used by
-// stats_at_exit_test. Usage: load_library /path/to/libzero_allocator.so
+// library's exit handler writes $ZERO_ALLOCATOR_STATS. With
+// ZERO_ALLOCATOR_OOM=throw it also asks for more than a device holds and
+// expects a std::bad_alloc to reach it from inside the library, as it would
+// reach PyTorch (exit 9 if none does). Used by stats_at_exit_test.
+// Usage: load_library /path/to/libzero_allocator.so
 #include <dlfcn.h>
 #include <sys/types.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string_view>
 
 namespace {
 
@@ -45,6 +50,15 @@ int main(int argc, char** argv) {
   zero_free(bytes, 1 << 20, 1, nullptr);
   if (zero_malloc(0, 0, nullptr) != nullptr) return 7;
   if (zero_malloc(4096, 1, nullptr) == nullptr) return 8;  // live at exit
+  if (const char* oom = std::getenv("ZERO_ALLOCATOR_OOM"); oom != nullptr &&
+                                                          std::string_view(oom) == "throw") {
+    try {
+      (void)zero_malloc(ssize_t{1} << 40, 0, nullptr);
+      return 9;
+    } catch (const std::bad_alloc& e) {
+      std::printf("caught: %s\n", e.what());
+    }
+  }
   char* json = zero_stats_json();
   std::printf("%s\n", json);
   std::free(json);

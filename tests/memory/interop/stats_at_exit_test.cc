@@ -68,6 +68,17 @@ TEST(StatsAtExitTest, WithoutTheVariableNoFileAppears) {
   EXPECT_EQ(access(path.c_str(), F_OK), -1);
 }
 
+// The exception crosses the library's boundary (its C++ symbols are hidden,
+// std::bad_alloc's type is the C++ runtime's): the loader catches it.
+TEST(StatsAtExitTest, OutOfMemoryThrowsAcrossTheLibraryWhenAsked) {
+  setenv("ZERO_DEVICES", "host:2x64MiB", 1);
+  unsetenv("ZERO_ALLOCATOR_CAP");
+  unsetenv("ZERO_ALLOCATOR_STATS");
+  setenv("ZERO_ALLOCATOR_OOM", "throw", 1);
+  EXPECT_EQ(RunLoader(), 0) << "9: no exception reached the loader";
+  unsetenv("ZERO_ALLOCATOR_OOM");
+}
+
 TEST(StatsAtExitTest, BadConfigurationFailsEveryCallButLoads) {
   setenv("ZERO_DEVICES", "tpu", 1);
   unsetenv("ZERO_ALLOCATOR_STATS");
