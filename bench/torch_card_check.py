@@ -9,8 +9,13 @@ foreign cudaStream_t reaches the pool), then prints the pool's statistics as
 the library reports them (zero_stats_json through ctypes). Prints one
 PASS/FAIL line and exits 0/1; without torch, a card or the library prints a
 SKIP line and exits 77, so a caller cannot take a skip for a pass
-(bench/card_check.sh decides whether a skip is acceptable).
+(bench/card_check.sh decides whether a skip is acceptable). A second line,
+torch_oom_exception, checks in a child process that with
+ZERO_ALLOCATOR_OOM=throw a request past ZERO_ALLOCATOR_CAP reaches Python as
+an exception naming the pool's out-of-memory (PyTorch ignores a null
+return: memory/interop/README.md).
 """
+import subprocess
 import ctypes
 import json
 import os
@@ -74,6 +79,35 @@ def train(torch, steps=20):
     return losses[0], losses[-1]
 
 
+OOM_CHILD = """
+import sys, torch
+allocator = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[1], "zero_malloc", "zero_free")
+torch.cuda.memory.change_current_allocator(allocator)
+small = torch.ones(1024, device="cuda")
+try:
+    torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+except Exception as e:
+    print("raised", type(e).__name__, str(e).splitlines()[0][:300])
+    sys.exit(0 if float(small.sum()) == 1024 else 3)
+sys.exit(2)
+"""
+
+
+def oom_check(path):
+    """A request past the cap, in a child (the settings are read once)."""
+    env = dict(os.environ, ZERO_ALLOCATOR_OOM="throw", ZERO_ALLOCATOR_CAP="256MiB",
+               ZERO_DEVICES=os.environ.get("ZERO_DEVICES", "cuda:0"))
+    child = subprocess.run([sys.executable, "-c", OOM_CHILD, path], env=env,
+                           capture_output=True, text=True, timeout=120)
+    out = (child.stdout + child.stderr).strip().splitlines()
+    said = out[-1] if out else ""
+    if child.returncode == 0 and "out of memory" in said:
+        print(f"PASS torch_oom_exception: {said}")
+        return True
+    print(f"FAIL torch_oom_exception: exit {child.returncode}: {said}")
+    return False
+
+
 def main():
     path = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_LIBRARY)
     try:
@@ -111,7 +145,7 @@ def main():
     print(f"PASS {NAME}: loss {first:.4f} -> {last:.4f}, {dev['num_allocs']} allocations, "
           f"peak {dev['peak_allocated'] / 2**20:.1f} MiB allocated, "
           f"{dev['peak_reserved'] / 2**20:.1f} MiB reserved")
-    return 0
+    return 0 if oom_check(path) else 1
 
 
 if __name__ == "__main__":
