@@ -76,6 +76,34 @@ INSTANTIATE_TEST_SUITE_P(Engine, OverlappedStreams,
                                             ::testing::Values(1, 2)),
                          CaseName);
 
+// The local backend's stream path (what a card runs: copies and sums as
+// work on the engine's streams, zero/comm/internal/stream_mover.h) on
+// delayed streams trains to the bits of the host path.
+class MovedOnStreams : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MovedOnStreams, MatchTheHostPathBitForBit) {
+  const auto& [stage, dtype, gas] = GetParam();
+  auto model = MakeTransformer(2, 16, 2, 8, 2);
+  TrainingRun run = BaseRun(stage, dtype, gas);
+  run.config.max_grad_norm = 0.5;
+  const std::vector<RankResult> host = TrainWithEngine(**model, run, AdamW());
+  run.move_on_streams = true;
+  run.host_streams = Delays(3);
+  const std::vector<RankResult> streams = TrainWithEngine(**model, run, AdamW());
+  for (int r = 0; r < run.world; ++r) {
+    ASSERT_TRUE(host[r].status.ok()) << "rank " << r << ": " << host[r].status;
+    ASSERT_TRUE(streams[r].status.ok()) << "rank " << r << ": " << streams[r].status;
+    ExpectBitIdentical(host[r].params, streams[r].params, "rank " + std::to_string(r));
+    EXPECT_EQ(host[r].losses, streams[r].losses) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, MovedOnStreams,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(2)),
+                         CaseName);
+
 TEST(OverlappedStreamsModes, ClippingAndLossScaling) {
   TrainingRun clipped = BaseRun(2, DType::kF32, 2);
   clipped.config.max_grad_norm = 0.05;

@@ -158,6 +158,8 @@ std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& r
   options.timeout = absl::Seconds(20);
   options.has_bytes = (*devices)->backend().has_bytes();
   options.stream_ordered = run.stream_ordered;
+  options.devices = devices->get();
+  options.move_on_streams = run.move_on_streams;
   auto comms = LocalGroup::Create(run.world, options);
   if (!comms.ok()) return fail_all(comms.status());
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = make_optimizer();

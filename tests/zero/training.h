@@ -27,6 +27,10 @@ struct TrainingRun {
   // The local backend's NCCL-like mode: collectives return once enqueued on
   // the engine's streams (LocalGroupOptions::stream_ordered).
   bool stream_ordered = false;
+  // The local backend's stream path (LocalGroupOptions::move_on_streams):
+  // collectives move their bytes as work on the engine's streams, as on a
+  // card. Synchronous mode only.
+  bool move_on_streams = false;
   // Host streams' delay mode; off: $ZERO_HOST_STREAM_DELAY decides.
   HostStreamOptions host_streams;
   // Called on each rank after Create, before training; may change what a

@@ -12,6 +12,7 @@
 #include "zero/comm/internal/comm_errors.h"
 #include "zero/comm/internal/host_reduce.h"
 #include "zero/comm/internal/local_rendezvous.h"
+#include "zero/comm/internal/stream_mover.h"
 
 namespace zero {
 namespace {
@@ -25,6 +26,9 @@ struct Part {
   int rank = 0;
   int world_size = 1;
   uint64_t seq = 0;
+  // Set when the bytes move as work on this stream (StreamMover): a card's
+  // buffers, or LocalGroupOptions::move_on_streams. Null: memcpy here.
+  Stream* mover_stream = nullptr;
 };
 
 struct Moved {
@@ -39,52 +43,75 @@ char* At(void* base, size_t elements, DType dtype) {
   return static_cast<char*>(base) + elements * SizeOf(dtype);
 }
 
+// The host path's hands: memcpy and HostReduce on the calling thread.
+struct HostMover {
+  absl::Status Copy(void* dst, const void* src, size_t bytes) {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> sources, void* dst,
+                      size_t count) {
+    HostReduce(dtype, op, sources, dst, count);
+    return absl::OkStatus();
+  }
+  absl::Status Finish() { return absl::OkStatus(); }
+};
+
 // Reduces elements [begin, begin+count) of every rank's send, in rank order.
-void ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> peers, size_t begin,
-                 size_t count, void* dst) {
+template <typename Mover>
+absl::Status ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> peers,
+                         size_t begin, size_t count, void* dst, Mover& mover) {
   absl::InlinedVector<const void*, 16> sources;
   for (const Arrival& peer : peers) sources.push_back(At(peer.send, begin, call.dtype));
-  HostReduce(call.dtype, call.op, sources, dst, count);
+  return mover.Reduce(call.dtype, call.op, sources, dst, count);
 }
 
 // Only this rank's share of the work; see the header for who writes what.
 // No two ranks write the same bytes, and nobody writes bytes a peer still
-// reads (in place included), so the exit barrier is the only sync needed.
-Moved Move(const Part& part, absl::Span<const Arrival> peers) {
+// reads (in place included), so the exit barrier is the only sync needed
+// (once the mover is done: Finish).
+template <typename Mover>
+absl::StatusOr<Moved> Move(const Part& part, absl::Span<const Arrival> peers, Mover& mover) {
   const CollectiveCall& call = part.call;
   const Arrival& me = peers[part.rank];
   const size_t bytes = call.count * SizeOf(call.dtype);
   Moved moved;
-  auto copy = [&moved](void* dst, const void* src, size_t n) {
-    if (dst == src) return;
-    std::memcpy(dst, src, n);
+  auto copy = [&moved, &mover](void* dst, const void* src, size_t n) -> absl::Status {
+    if (dst == src) return absl::OkStatus();
     moved.copied += n;
+    return mover.Copy(dst, src, n);
   };
   switch (call.kind) {
     case CollectiveKind::kAllGather:
       for (int p = 0; p < part.world_size; ++p) {
-        copy(At(me.recv, p * call.count, call.dtype), peers[p].send, bytes);
+        RETURN_IF_ERROR(copy(At(me.recv, p * call.count, call.dtype), peers[p].send, bytes));
       }
       break;
     case CollectiveKind::kReduceScatter:
-      ReduceChunk(call, peers, part.rank * call.count, call.count, me.recv);
+      RETURN_IF_ERROR(
+          ReduceChunk(call, peers, part.rank * call.count, call.count, me.recv, mover));
       moved.reduced = bytes;
       break;
     case CollectiveKind::kAllReduce: {
       const Chunk chunk = ChunkOf(call.count, part.world_size, part.rank);
       if (chunk.size == 0) break;
       char* mine = At(me.recv, chunk.begin, call.dtype);
-      ReduceChunk(call, peers, chunk.begin, chunk.size, mine);
+      RETURN_IF_ERROR(ReduceChunk(call, peers, chunk.begin, chunk.size, mine, mover));
       const size_t chunk_bytes = chunk.size * SizeOf(call.dtype);
       moved.reduced = chunk_bytes;
       for (int p = 0; p < part.world_size; ++p) {
-        if (p != part.rank) copy(At(peers[p].recv, chunk.begin, call.dtype), mine, chunk_bytes);
+        if (p != part.rank) {
+          RETURN_IF_ERROR(copy(At(peers[p].recv, chunk.begin, call.dtype), mine, chunk_bytes));
+        }
       }
       break;
     }
-    case CollectiveKind::kBroadcast: copy(me.recv, peers[call.root].send, bytes); break;
+    case CollectiveKind::kBroadcast:
+      RETURN_IF_ERROR(copy(me.recv, peers[call.root].send, bytes));
+      break;
     case CollectiveKind::kBarrier: break;
   }
+  RETURN_IF_ERROR(mover.Finish());
   return moved;
 }
 
@@ -92,7 +119,11 @@ Moved Move(const Part& part, absl::Span<const Arrival> peers) {
 // work they queue, so it outlives both.
 struct SharedState {
   SharedState(int world_size, const LocalGroupOptions& options)
-      : rendezvous(world_size, options.timeout), has_bytes(options.has_bytes), link(options.link) {}
+      : rendezvous(world_size, options.timeout),
+        has_bytes(options.has_bytes),
+        link(options.link),
+        devices(options.devices),
+        move_on_streams(options.move_on_streams) {}
 
   // This rank's part of a call: meet the peers, take the link's time, move
   // the bytes, leave. `ready` not OK fails the group instead (see Arrive).
@@ -101,8 +132,18 @@ struct SharedState {
         absl::Span<const Arrival> peers,
         rendezvous.Arrive(part.rank, part.seq, {part.call, part.send, part.recv}, ready));
     if (!link.off()) absl::SleepFor(link.TimeOf(part.call, part.rank, part.world_size));
-    Moved moved;
-    if (has_bytes && part.call.count > 0) moved = Move(part, peers);
+    absl::StatusOr<Moved> moved = Moved{};
+    if (has_bytes && part.call.count > 0) {
+      if (part.mover_stream != nullptr) {
+        StreamMover mover(part.mover_stream, devices);
+        moved = Move(part, peers, mover);
+      } else {
+        HostMover mover;
+        moved = Move(part, peers, mover);
+      }
+    }
+    // The peers may have read half of what this rank wrote: fail them too.
+    if (!moved.ok()) rendezvous.Abort(RankFailedError(part.seq, part.rank, moved.status()));
     rendezvous.Depart(part.rank, part.seq);
     return moved;
   }
@@ -110,6 +151,8 @@ struct SharedState {
   LocalRendezvous rendezvous;
   const bool has_bytes;
   const SimulatedLink link;
+  DeviceSystem* const devices;
+  const bool move_on_streams;
 };
 
 class LocalCommunicator;
@@ -164,10 +207,19 @@ class LocalCommunicator final : public Communicator {
 
 absl::Status LocalCommunicator::Execute(const CollectiveCall& call, const void* send, void* recv,
                                         Stream* stream, const absl::Status& invalid) {
-  const Part part{call, send, recv, rank_, world_size_, history_.Record(call, invalid.ok())};
+  Part part{call, send, recv, rank_, world_size_, history_.Record(call, invalid.ok())};
   if (stream_ordered_ && stream != nullptr) return Enqueue(part, *stream, invalid);
   // A failure here still goes to the rendezvous, which fails the peers too.
   absl::Status ready = invalid;
+  if (stream != nullptr && (stream->native_handle() != nullptr || shared_->move_on_streams)) {
+    part.mover_stream = stream;
+    if (ready.ok() && shared_->devices == nullptr && shared_->has_bytes) {
+      ready = absl::InvalidArgumentError(absl::StrFormat(
+          "%s on rank %d: buffers on a card (or move_on_streams) need "
+          "LocalGroupOptions::devices, where the sums get their scratch",
+          call.ToString(), rank_));
+    }
+  }
   if (ready.ok() && stream != nullptr) ready = stream->Synchronize();
   ASSIGN_OR_RETURN(const Moved moved, shared_->Run(part, ready));
   CountBackendBytes(moved.copied, moved.reduced);

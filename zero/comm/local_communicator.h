@@ -1,5 +1,7 @@
 // The local backend: a group of ranks that are threads of one process, over
-// host memory (host devices, plain buffers) or meta devices (no bytes).
+// host memory (host devices, plain buffers), meta devices (no bytes), or the
+// memory of cards (synchronous mode, with LocalGroupOptions::devices: the
+// copies and sums run on the ranks' streams).
 //
 // When a call runs, by LocalGroupOptions::stream_ordered:
 // - false (the default): the call first waits for the work already on
@@ -35,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "memory/device_system.h"
 #include "zero/comm/communicator.h"
 #include "zero/comm/simulated_link.h"
 
@@ -55,6 +58,16 @@ struct LocalGroupOptions {
   // on the thread running it (the stream's worker when stream-ordered), after
   // all ranks arrived and before the bytes move. Off by default.
   SimulatedLink link{};
+  // Where the ranks' buffers live. Needed when they are on cards: a call
+  // (synchronous mode) given a card's stream moves its bytes as work on that
+  // stream (Stream::Copy; sums by the element-wise executor, in rank order,
+  // in fp32, rounded once: the same bits as on the host) and waits for it
+  // before leaving; sums take fp32 scratch from the pool of the device that
+  // holds the destination.
+  DeviceSystem* devices = nullptr;
+  // The same stream path for host streams (tests: what a card runs, on host
+  // devices). Needs `devices`.
+  bool move_on_streams = false;
 };
 
 class LocalGroup {
