@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 # or is a GoogleTest binary.
 targets=(//bench:card_check //tests/optimizers:cuda_test
          //tests/optimizers:elementwise_cuda_test
-         //tests/memory/interop:thrust_cuda_test)
+         //tests/memory/interop:thrust_cuda_test
+         //tests/zero:card_training_test)
 # Shared libraries for the Python checks, carried in .device/lib.
 libs=(//memory/interop:libzero_allocator.so)
 # GoogleTest cases that check behaviour without a card; they skip on a card by

@@ -21,24 +21,33 @@ std::vector<ParamSpec> SpecsOf(const Model& model) {
 
 namespace {
 
-// Reads parameters as fp32 whatever the model dtype: bf16/fp16 ones are
-// widened into a copy that lives until the parameter is read again.
+// The values of parameter view `view` as fp32 in host memory: copied on the
+// engine's stream (the memory may be a card's), then widened.
+absl::Status CopyOut(Engine& engine, const Engine::ParamView& view, std::vector<char>& staged,
+                     std::vector<float>& out) {
+  staged.resize(view.numel * SizeOf(view.dtype));
+  RETURN_IF_ERROR(engine.stream()->Copy(staged.data(), view.data, staged.size()));
+  RETURN_IF_ERROR(engine.stream()->Synchronize());
+  out.resize(view.numel);
+  Widen(staged.data(), view.dtype, out.data(), view.numel);
+  return absl::OkStatus();
+}
+
+// Reads parameters as fp32 whatever the model dtype and wherever they live,
+// into a copy that lives until the parameter is read again.
 class WideReader {
  public:
   WideReader(Engine& engine, size_t params) : engine_(engine), copies_(params) {}
   std::span<const float> operator()(int id) {
     absl::StatusOr<Engine::ParamView> view = engine_.param_view(id);
-    // The model runs on the host: it reads once the stream has the values.
-    if (!view.ok() || !engine_.stream()->Synchronize().ok()) return {};
-    if (view->dtype == DType::kF32) return {static_cast<const float*>(view->data), view->numel};
-    copies_[id].resize(view->numel);
-    Widen(view->data, view->dtype, copies_[id].data(), view->numel);
+    if (!view.ok() || !CopyOut(engine_, *view, staged_, copies_[id]).ok()) return {};
     return copies_[id];
   }
 
  private:
   Engine& engine_;
   ParamSet copies_;
+  std::vector<char> staged_;
 };
 
 }  // namespace
@@ -90,14 +99,13 @@ absl::Status SetInitialParams(const Model& model, uint64_t seed, Engine& engine)
 
 absl::StatusOr<ParamSet> ReadParams(const Model& model, Engine& engine) {
   ParamSet params(model.params().size());
+  std::vector<char> staged;
   for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
     RETURN_IF_ERROR(engine.Fetch(m));
     for (int id = 0; id < static_cast<int>(params.size()); ++id) {
       if (model.params()[id].module != m) continue;
       ASSIGN_OR_RETURN(Engine::ParamView view, engine.param_view(id));
-      RETURN_IF_ERROR(engine.stream()->Synchronize());
-      params[id].resize(view.numel);
-      Widen(view.data, view.dtype, params[id].data(), view.numel);
+      RETURN_IF_ERROR(CopyOut(engine, view, staged, params[id]));
     }
     RETURN_IF_ERROR(engine.Release(m));
   }
@@ -109,8 +117,10 @@ namespace {
 void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
              Communicator* comm, DeviceSystem* devices, int rank, RankResult& out) {
   auto fail = [&](absl::Status s) { out.status = s; };
+  // Ranks share the devices round-robin when there are fewer (one card).
+  const int device = rank % devices->device_count();
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(run.config, SpecsOf(model), optimizer, comm, devices, rank);
+      Engine::Create(run.config, SpecsOf(model), optimizer, comm, devices, device);
   if (!engine.ok()) return fail(engine.status());
   const bool has_bytes = devices->backend().has_bytes();
   if (has_bytes) {
@@ -119,7 +129,7 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
   if (run.before_training) {
     if (absl::Status s = run.before_training(rank, **engine); !s.ok()) return fail(s);
   }
-  devices->pool(rank).ResetPeaks();
+  devices->pool(device).ResetPeaks();
   out.status = TrainSteps(model, run, **engine, rank, /*first_step=*/0, out.losses);
   out.stats = (*engine)->stats();
   out.peak_gradients = out.stats.pool.tag(Tag::kGradients).peak;
@@ -149,7 +159,7 @@ std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& r
     for (RankResult& r : results) r.status = s;
     return results;
   };
-  const DeviceSpec spec{run.kind, run.world, run.capacity};
+  const DeviceSpec spec{run.kind, run.devices > 0 ? run.devices : run.world, run.capacity};
   absl::StatusOr<std::unique_ptr<DeviceSystem>> devices =
       run.host_streams.delayed() ? DeviceSystem::CreateWithHostStreams(spec, run.host_streams)
                                  : DeviceSystem::Create(spec);

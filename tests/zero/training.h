@@ -22,6 +22,9 @@ struct TrainingRun {
   int steps = 20;
   EngineConfig config;
   DeviceSpec::Kind kind = DeviceSpec::Kind::kHost;
+  // Host and meta devices to make; 0: one per rank. Fewer are shared by the
+  // ranks round-robin, as ranks share one card (cards: every visible one).
+  int devices = 0;
   size_t capacity = size_t{256} << 20;
   uint64_t seed = 1234;
   // The local backend's NCCL-like mode: collectives return once enqueued on
