@@ -13,7 +13,11 @@ SKIP line and exits 77, so a caller cannot take a skip for a pass
 torch_oom_exception, checks in a child process that with
 ZERO_ALLOCATOR_OOM=throw a request past ZERO_ALLOCATOR_CAP reaches Python as
 an exception naming the pool's out-of-memory (PyTorch ignores a null
-return: memory/interop/README.md).
+return: memory/interop/README.md). A third, pool_vs_torch_alloc, times
+allocate+free pairs of 1 MiB tensors through the pool and through
+PyTorch's own caching allocator, each in a child process (an allocator
+cannot be swapped once used): the time ratio torch / pool (informative;
+no goal).
 """
 import subprocess
 import ctypes
@@ -108,6 +112,39 @@ def oom_check(path):
     return False
 
 
+TIMING_CHILD = """
+import sys, time, torch
+if sys.argv[1] != "torch":
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[1], "zero_malloc", "zero_free")
+    torch.cuda.memory.change_current_allocator(allocator)
+for _ in range(100):
+    torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+start = time.perf_counter()
+for _ in range(20000):
+    torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+print((time.perf_counter() - start) / 20000)
+"""
+
+
+def pool_vs_torch(path):
+    """Seconds per allocate+free pair, torch's allocator over ours."""
+    per_pair = {}
+    for who in ("torch", path):
+        child = subprocess.run([sys.executable, "-c", TIMING_CHILD, who], capture_output=True,
+                               text=True, timeout=120)
+        try:
+            per_pair[who] = float(child.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            print(f"FAIL pool_vs_torch_alloc: exit {child.returncode}: {child.stderr[-300:]}")
+            return False
+    print(f"PASS pool_vs_torch_alloc: torch {per_pair['torch'] * 1e6:.2f} us / pool "
+          f"{per_pair[path] * 1e6:.2f} us per 1 MiB allocate+free = "
+          f"{per_pair['torch'] / per_pair[path]:.2f} (informative)")
+    return True
+
+
 def main():
     path = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_LIBRARY)
     try:
@@ -145,7 +182,8 @@ def main():
     print(f"PASS {NAME}: loss {first:.4f} -> {last:.4f}, {dev['num_allocs']} allocations, "
           f"peak {dev['peak_allocated'] / 2**20:.1f} MiB allocated, "
           f"{dev['peak_reserved'] / 2**20:.1f} MiB reserved")
-    return 0 if oom_check(path) else 1
+    oom_ok = oom_check(path)
+    return 0 if pool_vs_torch(path) and oom_ok else 1
 
 
 if __name__ == "__main__":
