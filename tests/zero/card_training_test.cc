@@ -97,15 +97,23 @@ TEST_P(CardTraining, OnTheCard) {
   ExpectSharedMatchesHost(RunOf(ranks, stage, dtype), DeviceSpec::Kind::kCuda);
 }
 
-TEST_P(CardTraining, OnOneHostDevice) {
-  const auto& [ranks, stage, dtype] = GetParam();
-  if (ranks != 4) GTEST_SKIP() << "host devices: 4 ranks only (the card runs 1, 2 and 4)";
-  ExpectSharedMatchesHost(RunOf(ranks, stage, dtype), DeviceSpec::Kind::kHost);
-}
-
 INSTANTIATE_TEST_SUITE_P(Matrix, CardTraining,
                          ::testing::Combine(::testing::Values(1, 2, 4),
                                             ::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(DType::kF32, DType::kBF16)),
+                         CaseName);
+
+// On host devices 4 ranks only (a separate suite, so nothing here skips on
+// the card, where card_check.sh counts a skip as a failure).
+class SharedHostDevice : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SharedHostDevice, OnOneHostDevice) {
+  const auto& [ranks, stage, dtype] = GetParam();
+  ExpectSharedMatchesHost(RunOf(ranks, stage, dtype), DeviceSpec::Kind::kHost);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, SharedHostDevice,
+                         ::testing::Combine(::testing::Values(4), ::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(DType::kF32, DType::kBF16)),
                          CaseName);
 
