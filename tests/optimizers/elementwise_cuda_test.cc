@@ -15,6 +15,7 @@
 #include "memory/host_stream.h"
 #include "optimizers/cuda/launch.h"
 #include "optimizers/elementwise_executor.h"
+#include "optimizers/elementwise_rules.h"
 #include "tests/optimizers/elementwise_reference.h"
 #include "tests/optimizers/test_util.h"
 
@@ -149,6 +150,54 @@ TEST_F(ElementwiseCardTest, FlagFindsInfAndNanAtFirstMiddleAndLast) {
       int32_t* flag = reinterpret_cast<int32_t*>(Upload(&zero, 4));
       ASSERT_TRUE(card().FlagNonFinite(flag, Upload(x.data(), x.size()), kN, dtype, stream_).ok());
       EXPECT_EQ(Download(flag, 4)[0], 1) << Name(dtype) << " at " << at;
+    }
+  }
+}
+
+// The step's scalars (norm, clipped grad scale) computed by the card's
+// one-thread kernel equal the host rule's bit for bit: explicitly rounded
+// operations, so nvcc cannot fuse them (issue 10's device-resident scalars).
+TEST_F(ElementwiseCardTest, StepScalarsMatchTheHostRule) {
+  const std::vector<double> partials = {3.25e-3, 1.0 / 3.0, 7.5e-9, 2.0};
+  for (double max_norm : {0.0, 0.01, 1e6}) {
+    for (float mean_scale : {1.0f, 0.125f, 1.0f / 24.0f}) {
+      const double* device_partials =
+          reinterpret_cast<const double*>(Upload(partials.data(), partials.size() * 8));
+      const StepScalars zero_scalars{};
+      auto* scalars = reinterpret_cast<StepScalars*>(Upload(&zero_scalars, sizeof zero_scalars));
+      ASSERT_TRUE(card().ComputeStepScalars(scalars, device_partials, partials.size(), mean_scale,
+                                            max_norm, stream_)
+                      .ok());
+      const std::vector<uint8_t> got = Download(scalars, sizeof(StepScalars));
+      StepScalars card_scalars;
+      std::memcpy(&card_scalars, got.data(), sizeof card_scalars);
+      const StepScalars host = StepScalarsOf(partials.data(), partials.size(), mean_scale, max_norm);
+      EXPECT_EQ(std::memcmp(&card_scalars.norm, &host.norm, 8), 0)
+          << "max_norm " << max_norm << " scale " << mean_scale;
+      EXPECT_EQ(std::memcmp(&card_scalars.grad_scale, &host.grad_scale, 4), 0)
+          << "max_norm " << max_norm << " scale " << mean_scale;
+    }
+  }
+}
+
+// The card stream's CopyFromPageable (staged through recycled pinned
+// buffers, no host wait): the caller may overwrite its buffer at once, and
+// the copies land in stream order, busy stream or idle.
+TEST_F(ElementwiseCardTest, CopyFromPageableLetsTheCallerReuseItsBuffer) {
+  constexpr size_t kN = 1 << 20;
+  void* block = system_->pool(0).Allocate(kN * 8, Tag::kOther, stream_).value();
+  blocks_.push_back({block, kN * 8});
+  auto* dst = static_cast<uint8_t*>(block);
+  std::vector<uint8_t> pageable(kN);
+  for (int round = 0; round < 8; ++round) {
+    std::memset(pageable.data(), round + 1, kN);
+    ASSERT_TRUE(stream_->CopyFromPageable(dst + (round % 8) * kN, pageable.data(), kN).ok());
+    std::memset(pageable.data(), 0xEE, kN);  // the caller's buffer is its own again
+  }
+  for (int round = 0; round < 8; ++round) {
+    const std::vector<uint8_t> got = Download(dst + round * kN, kN);
+    for (size_t i = 0; i < kN; i += 4099) {
+      ASSERT_EQ(got[i], round + 1) << "round " << round << " byte " << i;
     }
   }
 }
