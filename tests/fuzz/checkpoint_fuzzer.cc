@@ -18,7 +18,7 @@
 #include "tests/zero/test_util.h"
 #include "zero/checkpoint/consolidate.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::fuzz {

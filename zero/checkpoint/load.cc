@@ -12,7 +12,7 @@
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/file_io.h"
 #include "zero/checkpoint/internal/manifest.h"

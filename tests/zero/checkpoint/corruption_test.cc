@@ -10,7 +10,7 @@
 #include "optimizers/sgd.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/manifest.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 
 namespace zero::checkpoint {
 namespace {

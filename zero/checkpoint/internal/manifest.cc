@@ -11,7 +11,7 @@
 #include "base/fingerprint.h"
 #include "base/json.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::checkpoint {

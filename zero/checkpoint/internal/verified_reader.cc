@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::checkpoint {
