@@ -22,12 +22,16 @@
 // the pieces this rank owns in its own layout. A chunk that straddles a
 // piece boundary of the new layout is read and verified whole, then only
 // the overlap is used: chunks are at most SaveOptions::chunk_elements long
-// and never span two parameters, so each is read at most once per rank.
-// Everything is staged in host memory (one shard per rank) and every rank
-// must have read and verified all of it before any rank overwrites its
-// engine: a missing, truncated or corrupted file, or a checkpoint of another
-// model or optimizer, is an error on every rank (naming the file and the
-// fault) that leaves every engine exactly as it was.
+// and never span two parameters, so each is read at most once per pass.
+// It streams in two passes through a bounded host staging area
+// (LoadOptions::staging_bytes, whatever the model's size): pass 1 reads and
+// checks every chunk, keeping nothing, and the ranks agree that all of it
+// is sound; only then pass 2 reads again and places each chunk, checked
+// again, into the engine. So a missing, truncated or corrupted file, or a
+// checkpoint of another model or optimizer, is an error on every rank
+// (naming the file and the fault) that leaves every engine exactly as it
+// was; only a file that changes between the passes fails in pass 2, with
+// the engines partly overwritten (the error says so: load again).
 //
 // Mixed precision: masters and state are fp32 whatever config().param_dtype
 // is, so a checkpoint loads across param dtypes (e.g. an fp32 run resumed in
@@ -73,9 +77,26 @@ struct SaveOptions {
 absl::StatusOr<std::string> Save(const Participant& rank, const std::string& root,
                                  const SaveOptions& options = {});
 
+// What a Load did, for benchmarks and tests.
+struct LoadStats {
+  uint64_t peak_staging_bytes = 0;  // host memory the reads were staged in
+  uint64_t bytes_read = 0;          // both passes
+  bool direct = false;              // O_DIRECT on every file read
+};
+
+struct LoadOptions {
+  // Host memory each rank stages file data in: it must hold one chunk of
+  // the checkpoint (SaveOptions::chunk_elements floats, 4 KiB aligned).
+  size_t staging_bytes = size_t{256} << 20;
+  int reads_in_flight = 4;      // each in staging_bytes / reads_in_flight
+  LoadStats* stats = nullptr;  // filled when set and the load succeeds
+};
+
 // Collective: every rank calls it with the same `path` (a root with
 // `latest`, or a step folder). On success the engine resumes exactly where
-// the checkpoint was taken (Engine::Restore); on error nothing has changed.
-absl::Status Load(const Participant& rank, const std::string& path);
+// the checkpoint was taken (Engine::Restore); on error nothing has changed
+// (but see above: a file changed during the load).
+absl::Status Load(const Participant& rank, const std::string& path,
+                  const LoadOptions& options = {});
 
 }  // namespace zero::checkpoint
