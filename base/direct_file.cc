@@ -17,9 +17,8 @@ const char* Verb(bool read) { return read ? "read" : "write"; }
 
 absl::Status TransferError(int err, bool read, size_t bytes, uint64_t offset,
                            const std::string& path) {
-  return absl::ErrnoToStatus(
-      err, absl::StrFormat("%s of %d bytes at offset %d %s '%s'", Verb(read), bytes, offset,
-                           read ? "from" : "to", path));
+  return absl::ErrnoToStatus(err, absl::StrFormat("%s of %d bytes at offset %d %s '%s'", Verb(read),
+                                                  bytes, offset, read ? "from" : "to", path));
 }
 
 int OpenFlags(FileMode mode) {
@@ -120,8 +119,9 @@ absl::Status DirectFile::TransferBuffered(Op op, uint64_t offset, char* data, si
         absl::StrFormat("read of %d bytes at offset %d from '%s': the file ends at %d", bytes,
                         offset, path_, offset + moved));
   }
-  return absl::DataLossError(absl::StrFormat(
-      "write of %d bytes at offset %d to '%s' stopped after %d bytes", bytes, offset, path_, moved));
+  return absl::DataLossError(
+      absl::StrFormat("write of %d bytes at offset %d to '%s' stopped after %d bytes", bytes,
+                      offset, path_, moved));
 }
 
 absl::Status DirectFile::Transfer(Op op, uint64_t offset, char* data, size_t bytes) {
@@ -134,7 +134,8 @@ absl::Status DirectFile::Transfer(Op op, uint64_t offset, char* data, size_t byt
     char* middle = data + (begin - offset);
     if (begin < aligned_end && reinterpret_cast<uintptr_t>(middle) % kAlignment == 0) {
       RETURN_IF_ERROR(TransferBuffered(op, offset, data, begin - offset));
-      ASSIGN_OR_RETURN(size_t moved, TransferOn(direct_fd_, op, begin, middle, aligned_end - begin));
+      ASSIGN_OR_RETURN(size_t moved,
+                       TransferOn(direct_fd_, op, begin, middle, aligned_end - begin));
       at = begin + moved;
     }
   }

@@ -69,8 +69,8 @@ TEST_P(DirectFileModes, UnalignedMatchesAnImage) {
   std::mt19937 rng(5);
   for (int round = 0; round < 200; ++round) {
     const size_t offset = round % 3 == 0 ? rng() % 8 * DirectFile::kAlignment : rng() % kFile;
-    const size_t bytes = round % 5 == 0 ? (1 + rng() % 4) * DirectFile::kAlignment
-                                        : rng() % (kFile - offset + 1);
+    const size_t bytes =
+        round % 5 == 0 ? (1 + rng() % 4) * DirectFile::kAlignment : rng() % (kFile - offset + 1);
     const size_t clamped = std::min(bytes, kFile - offset);
     // Buffer shifted like the offset (direct middle possible) or not.
     char* buffer = base + (round % 2 == 0 ? offset % DirectFile::kAlignment : 1 + rng() % 100);

@@ -14,8 +14,9 @@
 // background thread checksums and writes (O_DIRECT where the filesystem
 // allows), so with AsyncSaver training goes on during the write; rank 0
 // writes the manifest (internal/manifest.h) once every rank's file is
-// durably in place, then repoints `latest` (internal/checkpoint_dir.h). Only this header and consolidate.h are the
-// layer's interface; internal/ is its detail.
+// durably in place, then repoints `latest` (internal/checkpoint_dir.h).
+// Only this header and consolidate.h are the layer's interface; internal/
+// is its detail.
 // Not saved: hyper-parameters (learning rate, betas: the caller's config and
 // schedule), gradients in flight (call Save between Steps), data-loader
 // position.
@@ -140,6 +141,10 @@ struct LoadOptions {
   // the checkpoint (SaveOptions::chunk_elements floats, 4 KiB aligned).
   size_t staging_bytes = size_t{256} << 20;
   int reads_in_flight = 4;      // each in staging_bytes / reads_in_flight
+  // Off: one pass that checks and places each chunk, so the files are read
+  // once, but a missing or corrupted chunk fails the load with the engines
+  // partly overwritten (the error says so).
+  bool verify_before_placing = true;
   LoadStats* stats = nullptr;  // filled when set and the load succeeds
 };
 

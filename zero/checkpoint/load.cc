@@ -99,12 +99,19 @@ absl::Status Load(const Participant& p, const std::string& path, const LoadOptio
   if (absl::Status s = CheckParticipant(p); !s.ok()) return context(s);
   Agreement agree = AgreementFor(p);
   absl::StatusOr<std::unique_ptr<Source>> source = OpenSource(p, path, options);
-  if (absl::Status s = agree.AllOk(Verify(source)); !s.ok()) return context(s);
+  if (!options.verify_before_placing) {
+    // Still nothing placed unless every rank has its files open and checked.
+    if (absl::Status s = agree.AllOk(source.status()); !s.ok()) return context(s);
+  } else if (absl::Status s = agree.AllOk(Verify(source)); !s.ok()) {
+    return context(s);
+  }
   if (absl::Status s = agree.AllOk(Place(p, **source)); !s.ok()) {
-    return context(s,
-                   " (after every rank had verified the whole checkpoint: the files changed "
-                   "underneath or the copy failed; the engines' states are now partly "
-                   "overwritten: load again)");
+    return context(s, options.verify_before_placing
+                          ? " (after every rank had verified the whole checkpoint: the files "
+                            "changed underneath or the copy failed; the engines' states are now "
+                            "partly overwritten: load again)"
+                          : " (verify_before_placing is off: the engines' states are now partly "
+                            "overwritten)");
   }
   if (absl::Status s = p.engine.Restore(PointFor((*source)->manifest, p.engine)); !s.ok()) {
     return context(s);

@@ -12,7 +12,6 @@
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
-#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/file_io.h"
 #include "zero/checkpoint/internal/manifest.h"
@@ -123,10 +122,10 @@ absl::Status AsyncSaver::Start(const std::string& root) {
                               .rank = static_cast<uint32_t>(rank),
                               .world_size = static_cast<uint32_t>(world),
                               .model_fingerprint = ModelFingerprint(layout)};
-  writer_->Start(rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
-                 EncodeDataHeader(header),
-                 PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements,
-                              kDataHeaderBytes));
+  writer_->Start(
+      rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
+      EncodeDataHeader(header),
+      PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes));
   pending_ = true;
   return absl::OkStatus();
 }

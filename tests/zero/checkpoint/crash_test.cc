@@ -88,7 +88,8 @@ absl::Status SaveSecond(Cluster& cluster, const std::string& root, bool async) {
   if (!async) return AllOk(cluster.Save(root, SmallChunks()));
   std::vector<std::unique_ptr<checkpoint::AsyncSaver>> savers(cluster.world());
   RETURN_IF_ERROR(AllOk(cluster.Run([&](int rank) {
-    savers[rank] = std::make_unique<checkpoint::AsyncSaver>(cluster.participant(rank), SmallChunks());
+    savers[rank] =
+        std::make_unique<checkpoint::AsyncSaver>(cluster.participant(rank), SmallChunks());
     return savers[rank]->Start(root);
   })));
   RETURN_IF_ERROR(cluster.Train(kSecondSave, kSecondSave + 1));
@@ -211,10 +212,11 @@ TEST_P(CrashTest, KilledAtAnyStepLoadsOneWholeCheckpoint) {
     if (!killed) EXPECT_EQ(as, 2) << "a finished save must load as itself";
     ++loaded_as[as];
   }
-  std::printf("crash: killed at %zu points of a %lld-step %s save: "
-              "%d loaded the previous, %d the new\n",
-              Points().size(), static_cast<long long>(ref_.steps), GetParam() ? "async" : "plain",
-              loaded_as[1], loaded_as[2]);
+  std::printf(
+      "crash: killed at %zu points of a %lld-step %s save: "
+      "%d loaded the previous, %d the new\n",
+      Points().size(), static_cast<long long>(ref_.steps), GetParam() ? "async" : "plain",
+      loaded_as[1], loaded_as[2]);
   EXPECT_GT(loaded_as[1], 0) << "no point fell before the new checkpoint was published";
   EXPECT_GT(loaded_as[2], 0) << "no point fell after it";
 }
@@ -235,8 +237,8 @@ TEST_P(CrashTest, DiskFullAtAnyStepFailsAndKeepsTheLastCheckpoint) {
     const int as = LoadsAs(root);
     // Only a fault in the last step (the fsync of the root after `latest`
     // moved) fails a save that is already published and complete.
-    EXPECT_EQ(as, point >= ref_.steps ? 2 : 1) << "disk full at step " << point << " of "
-                                              << ref_.steps;
+    EXPECT_EQ(as, point >= ref_.steps ? 2 : 1)
+        << "disk full at step " << point << " of " << ref_.steps;
   }
   std::printf("crash: disk full at %zu points of a %lld-step %s save\n", Points().size(),
               static_cast<long long>(ref_.steps), GetParam() ? "async" : "plain");

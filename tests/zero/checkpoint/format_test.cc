@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
 #include "base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
-#include "base/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/manifest.h"
 

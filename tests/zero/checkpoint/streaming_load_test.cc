@@ -15,7 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr size_t kBudget = 64 << 10;    // bytes per rank
+constexpr size_t kBudget = 64 << 10;     // bytes per rank
 constexpr size_t kChunkElements = 2048;  // 8 KiB chunks
 
 class StreamingLoad : public ::testing::TestWithParam<int> {
@@ -70,6 +70,17 @@ TEST_P(StreamingLoad, ManyTimesTheBudgetLoadsBitForBitWithinIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, StreamingLoad, ::testing::Values(4, 2, 3));
+
+TEST_F(StreamingLoad, OnePassLoadsTheSame) {
+  auto cluster = Cluster::Create(*model_, SmallRun(3, 3), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  absl::Status status;
+  const std::vector<checkpoint::LoadStats> stats =
+      Load(**cluster, {.staging_bytes = kBudget, .verify_before_placing = false}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectStatesIdentical(saved_, *(*cluster)->States(), "loaded in one pass");
+  EXPECT_LE(stats[0].peak_staging_bytes, kBudget);
+}
 
 TEST_F(StreamingLoad, BudgetBelowOneChunkIsAnErrorThatChangesNothing) {
   auto cluster = Cluster::Create(*model_, SmallRun(2, 3), AdamW());

@@ -53,7 +53,8 @@ absl::Status ChunkStream::ReadAndVerify(const ChunkRead& read, std::byte* buffer
   DirectFile& file = *files_[read.file];
   RETURN_IF_ERROR(file.ReadAt(read.begin, buffer, read.end - read.begin));
   for (const Placement& p : read.placements) {
-    RETURN_IF_ERROR(CheckChunk(file.path(), *p.param, *p.chunk, buffer + (p.chunk->offset - read.begin)));
+    RETURN_IF_ERROR(
+        CheckChunk(file.path(), *p.param, *p.chunk, buffer + (p.chunk->offset - read.begin)));
   }
   return absl::OkStatus();
 }

@@ -53,7 +53,8 @@ absl::StatusOr<LoadPlan> PlanLoad(const Manifest& manifest, const Layout& layout
   }
   LoadPlan plan;
   if (placements.empty()) return plan;
-  plan.slots = static_cast<int>(std::min<uint64_t>(std::max(in_flight, 1), staging_bytes / one_chunk));
+  plan.slots =
+      static_cast<int>(std::min<uint64_t>(std::max(in_flight, 1), staging_bytes / one_chunk));
   if (plan.slots == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the staging budget of %d bytes cannot hold one chunk of this checkpoint (%d bytes with "
@@ -71,7 +72,8 @@ absl::StatusOr<LoadPlan> PlanLoad(const Manifest& manifest, const Layout& layout
       last = &plan.reads.back();
     }
     last->placements.push_back(p);
-    last->end = std::min(RoundUpToAlignment(ChunkEnd(*p.chunk)), manifest.files[p.chunk->file].bytes);
+    last->end =
+        std::min(RoundUpToAlignment(ChunkEnd(*p.chunk)), manifest.files[p.chunk->file].bytes);
     plan.slot_bytes = std::max<size_t>(plan.slot_bytes, SpanBytes(last->begin, last->end));
   }
   plan.slots = std::min<int>(plan.slots, plan.reads.size());
@@ -89,7 +91,8 @@ std::vector<Gap> PaddingGaps(const Layout& layout, int rank) {
       if (runs[r].shard_index > at) gaps.push_back({u, at, runs[r].shard_index});
       at = runs[r].shard_index + (runs[r].end - runs[r].begin);
     }
-    if (at < unit.shard_offset + unit.shard) gaps.push_back({u, at, unit.shard_offset + unit.shard});
+    if (at < unit.shard_offset + unit.shard)
+      gaps.push_back({u, at, unit.shard_offset + unit.shard});
   }
   return gaps;
 }

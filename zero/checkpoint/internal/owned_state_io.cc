@@ -51,8 +51,8 @@ absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, 
   return engine.stream()->Copy(host, UnitBuffers(engine, unit)[buffer] + at, count * sizeof(float));
 }
 
-absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at,
-                                 const float* host, size_t count) {
+absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at, const float* host,
+                                 size_t count) {
   return engine.stream()->Copy(UnitBuffers(engine, unit)[buffer] + at, host, count * sizeof(float));
 }
 

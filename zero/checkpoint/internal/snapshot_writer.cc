@@ -20,8 +20,8 @@ absl::Status ForEachPiece(const DataFilePlan& plan, uint64_t begin, uint64_t end
   auto it = std::partition_point(plan.chunks.begin(), plan.chunks.end(),
                                  [&](const PlannedChunk& c) { return ChunkEnd(c) <= begin; });
   for (; it != plan.chunks.end() && it->offset < end; ++it) {
-    RETURN_IF_ERROR(fn(it - plan.chunks.begin(), std::max(begin, it->offset),
-                       std::min(end, ChunkEnd(*it))));
+    RETURN_IF_ERROR(
+        fn(it - plan.chunks.begin(), std::max(begin, it->offset), std::min(end, ChunkEnd(*it))));
   }
   return absl::OkStatus();
 }

@@ -12,9 +12,8 @@ absl::Status CheckDataFile(const Manifest& manifest, int index, uint64_t size,
                            std::string_view header_bytes, const std::string& path) {
   const FileRecord& record = manifest.files[index];
   if (size != record.bytes) {
-    return absl::DataLossError(
-        absl::StrFormat("'%s' is %d bytes, the manifest says %d: truncated or replaced", path,
-                        size, record.bytes));
+    return absl::DataLossError(absl::StrFormat(
+        "'%s' is %d bytes, the manifest says %d: truncated or replaced", path, size, record.bytes));
   }
   ASSIGN_OR_RETURN(DataFileHeader header, DecodeDataHeader(header_bytes, path));
   if (header.rank != static_cast<uint32_t>(index) ||
