@@ -62,22 +62,14 @@ absl::Status OnRanks(const std::function<absl::Status(int)>& fn) {
   return absl::OkStatus();
 }
 
-// Layers of 12 h^2 + 9 h elements (GPT blocks, h = 1024) up to `params`.
+// Layers of a GPT block's element counts (h = 1024: 12 h^2 weights, 9 h
+// biases) up to `params`; the checkpoint only sees names and counts.
 std::vector<ParamSpec> Specs(size_t params) {
+  constexpr size_t h = 1024;
   std::vector<ParamSpec> specs;
-  const size_t h = 1024;
-  for (size_t l = 0; l * (12 * h * h + 9 * h) < params; ++l) {
-    const std::string p = "layer" + std::to_string(l) + ".";
-    for (auto [name, numel] : {std::pair{"qkv.w", 3 * h * h},
-                               {"qkv.b", 3 * h},
-                               {"proj.w", h * h},
-                               {"proj.b", h},
-                               {"fc1.w", 4 * h * h},
-                               {"fc1.b", 4 * h},
-                               {"fc2.w", 4 * h * h},
-                               {"fc2.b", h}}) {
-      specs.push_back({p + name, numel, static_cast<int>(l)});
-    }
+  for (int l = 0; static_cast<size_t>(l) * (12 * h * h + 9 * h) < params; ++l) {
+    specs.push_back({absl::StrCat("layer", l, ".weights"), 12 * h * h, l});
+    specs.push_back({absl::StrCat("layer", l, ".biases"), 9 * h, l});
   }
   return specs;
 }

@@ -32,7 +32,9 @@ TEST_P(DirectFileModes, AlignedRoundTrip) {
   const std::string path = TempPath(absl::StrCat("aligned_", GetParam()));
   auto file = DirectFile::Open(path, FileMode::kWrite, {.direct = GetParam()});
   ASSERT_TRUE(file.ok()) << file.status();
-  if (!GetParam()) EXPECT_FALSE(file->direct());
+  if (!GetParam()) {
+    EXPECT_FALSE(file->direct());
+  }
   // ext4 and xfs take O_DIRECT: there the direct path must be in effect.
   struct statfs fs;
   constexpr long kExt4 = 0xEF53, kXfs = 0x58465342;
