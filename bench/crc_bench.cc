@@ -1,7 +1,7 @@
 // Checkpoint checksum speed against the memory it reads (issue 17's goal:
 // at least 15 GB/s per core with the crc32 instruction). One core, best of
 // 5 passes over a buffer larger than the caches:
-//   - CRC-32C (zero/checkpoint/internal/crc32c.h: three interleaved lanes),
+//   - CRC-32C (base/crc32c.h: three interleaved lanes),
 //   - one dependent chain of the instruction (what it was before the lanes),
 //   - the slicing-by-8 tables (the fallback without SSE4.2),
 //   - memcpy of the same bytes (the limit: reads them and writes as many),
@@ -15,7 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 
 ABSL_FLAG(int, mb, 256, "buffer size in MiB");
 

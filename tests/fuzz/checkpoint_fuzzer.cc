@@ -13,12 +13,12 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
 #include "tests/fuzz/checkpoint_fuzzer.h"
 #include "tests/zero/checkpoint/cluster.h"
 #include "tests/zero/test_util.h"
 #include "zero/checkpoint/consolidate.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
-#include "zero/checkpoint/internal/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::fuzz {

@@ -8,12 +8,15 @@
 // What is saved: for every parameter, its fp32 master weights and each
 // optimizer state buffer, addressed by parameter name and element range
 // (padding never), plus the step count and the fp16 loss-scaler state.
-// Each rank writes one data file of the pieces it owns, streaming through a
-// host buffer of one piece (unit shard) at a time, with a CRC-32C per chunk
-// (internal/chunk_plan.h); rank 0 writes the manifest (internal/manifest.h)
-// once every rank's file is durably in place, then repoints `latest`
-// (internal/checkpoint_dir.h). Only this header and consolidate.h are the
-// layer's interface; internal/ is its detail.
+// Each rank writes one data file of the pieces it owns, with a CRC-32C per
+// chunk (internal/chunk_plan.h): it snapshots the file's bytes into a
+// bounded set of aligned host buffers (SaveOptions::snapshot_bytes) that a
+// background thread checksums and writes (O_DIRECT where the filesystem
+// allows), so with AsyncSaver training goes on during the write; rank 0
+// writes the manifest (internal/manifest.h) once every rank's file is
+// durably in place, then repoints `latest` (internal/checkpoint_dir.h).
+// Only this header and consolidate.h are the layer's interface; internal/
+// is its detail.
 // Not saved: hyper-parameters (learning rate, betas: the caller's config and
 // schedule), gradients in flight (call Save between Steps), data-loader
 // position.
@@ -22,12 +25,16 @@
 // the pieces this rank owns in its own layout. A chunk that straddles a
 // piece boundary of the new layout is read and verified whole, then only
 // the overlap is used: chunks are at most SaveOptions::chunk_elements long
-// and never span two parameters, so each is read at most once per rank.
-// Everything is staged in host memory (one shard per rank) and every rank
-// must have read and verified all of it before any rank overwrites its
-// engine: a missing, truncated or corrupted file, or a checkpoint of another
-// model or optimizer, is an error on every rank (naming the file and the
-// fault) that leaves every engine exactly as it was.
+// and never span two parameters, so each is read at most once per pass.
+// It streams in two passes through a bounded host staging area
+// (LoadOptions::staging_bytes, whatever the model's size): pass 1 reads and
+// checks every chunk, keeping nothing, and the ranks agree that all of it
+// is sound; only then pass 2 reads again and places each chunk, checked
+// again, into the engine. So a missing, truncated or corrupted file, or a
+// checkpoint of another model or optimizer, is an error on every rank
+// (naming the file and the fault) that leaves every engine exactly as it
+// was; only a file that changes between the passes fails in pass 2, with
+// the engines partly overwritten (the error says so: load again).
 //
 // Mixed precision: masters and state are fp32 whatever config().param_dtype
 // is, so a checkpoint loads across param dtypes (e.g. an fp32 run resumed in
@@ -40,6 +47,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -65,17 +73,86 @@ struct SaveOptions {
   // Longest chunk (per CRC) in elements: bounds what a load reads beyond its
   // pieces and what the consolidation tool holds at once (4 MiB).
   size_t chunk_elements = size_t{1} << 20;
+  // Host memory a rank snapshots its state into (aligned buffers, kept by
+  // an AsyncSaver across its saves). When the rank's state is larger,
+  // AsyncSaver::Start blocks until the writer frees buffers: training then
+  // waits for about the excess's write.
+  size_t snapshot_bytes = size_t{256} << 20;
+  // Bytes per write and per snapshot buffer (rounded up to 4 KiB).
+  size_t write_bytes = size_t{8} << 20;
 };
 
 // Collective: every rank calls it with the same `root`, between Steps.
 // Returns the checkpoint folder written. On error (the same on every rank)
-// `latest` still names the previous checkpoint, intact.
+// `latest` still names the previous checkpoint, intact. Start + Wait of an
+// AsyncSaver.
 absl::StatusOr<std::string> Save(const Participant& rank, const std::string& root,
                                  const SaveOptions& options = {});
 
+class SnapshotWriter;
+
+// Saves that let training go on while the data files are written. One per
+// rank, on the rank's training thread (not thread-safe). Start and Wait are
+// collectives, called by every rank in the same order: the ranks agree
+// (on the folder at Start, on every rank's outcome at Wait) on the training
+// thread, never on the background writer, so the communicator is only ever
+// used by the thread that trains. Hence a save is published (its manifest
+// written, `latest` repointed) only at Wait: call it, or the next Start,
+// before relying on the checkpoint.
+class AsyncSaver {
+ public:
+  AsyncSaver(const Participant& rank, const SaveOptions& options = {});
+  // Waits for the background write but publishes nothing: an unpublished
+  // save is a folder without a manifest, never loaded; `latest` unchanged.
+  ~AsyncSaver();
+
+  // Waits for the previous save (returning its error, if any, instead of
+  // starting), creates the step folder, snapshots this rank's owned state
+  // and returns: from then on Steps may change the engine without changing
+  // what is written. The time this blocks is the device-to-host copy (plus
+  // the write of whatever exceeds snapshot_bytes). Its errors are the same
+  // on every rank; later failures surface at Wait.
+  absl::Status Start(const std::string& root);
+  // Waits until every rank's file is durable, then rank 0 publishes.
+  // Returns the checkpoint folder, or the save's error (the same on every
+  // rank; `latest` still names the previous checkpoint).
+  absl::StatusOr<std::string> Wait();
+  bool pending() const { return pending_; }
+
+ private:
+  const Participant rank_;
+  const SaveOptions options_;
+  std::unique_ptr<SnapshotWriter> writer_;
+  bool pending_ = false;
+  // The save in flight: where, and the engine's resume point at Start.
+  std::string root_, name_;
+  Engine::ResumePoint point_;
+};
+
+// What a Load did, for benchmarks and tests.
+struct LoadStats {
+  uint64_t peak_staging_bytes = 0;  // host memory the reads were staged in
+  uint64_t bytes_read = 0;          // both passes
+  bool direct = false;              // O_DIRECT on every file read
+};
+
+struct LoadOptions {
+  // Host memory each rank stages file data in: it must hold one chunk of
+  // the checkpoint (SaveOptions::chunk_elements floats, 4 KiB aligned).
+  size_t staging_bytes = size_t{256} << 20;
+  int reads_in_flight = 4;      // each in staging_bytes / reads_in_flight
+  // Off: one pass that checks and places each chunk, so the files are read
+  // once, but a missing or corrupted chunk fails the load with the engines
+  // partly overwritten (the error says so).
+  bool verify_before_placing = true;
+  LoadStats* stats = nullptr;  // filled when set and the load succeeds
+};
+
 // Collective: every rank calls it with the same `path` (a root with
 // `latest`, or a step folder). On success the engine resumes exactly where
-// the checkpoint was taken (Engine::Restore); on error nothing has changed.
-absl::Status Load(const Participant& rank, const std::string& path);
+// the checkpoint was taken (Engine::Restore); on error nothing has changed
+// (but see above: a file changed during the load).
+absl::Status Load(const Participant& rank, const std::string& path,
+                  const LoadOptions& options = {});
 
 }  // namespace zero::checkpoint

@@ -1,84 +1,80 @@
-// Load (checkpoint.h): every rank reads the manifest and the chunks that
-// overlap its own pieces into host staging, the ranks agree that all of
-// them succeeded, and only then does each overwrite its engine's owned
-// state and call Engine::Restore.
-#include <algorithm>
+// Load (checkpoint.h): every rank reads the manifest and plans bounded reads
+// of the chunks that overlap its own pieces (internal/load_plan.h). Pass 1
+// streams them and checks every checksum, the ranks agree that all of them
+// succeeded, and only then pass 2 streams them again, checks them again and
+// places them into the engine, which Engine::Restore then resumes.
+#include <memory>
 #include <optional>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
-#include "zero/checkpoint/internal/chunk_plan.h"
-#include "zero/checkpoint/internal/crc32c.h"
-#include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/chunk_stream.h"
 #include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/load_plan.h"
 #include "zero/checkpoint/internal/manifest.h"
 #include "zero/checkpoint/internal/owned_state_io.h"
-#include "zero/checkpoint/internal/verified_reader.h"
 
 namespace zero::checkpoint {
 namespace {
 
-struct Staged {
+// The checkpoint this rank reads and how. Not movable: the stream points
+// into the manifest and the plan.
+struct Source {
+  std::string folder;
   Manifest manifest;
-  std::vector<float> values;  // buffer b at b * shard_numel, in this rank's shard order
+  LoadPlan plan;
+  std::optional<ChunkStream> stream;
 };
 
-// Copies the part of chunk `c` (of parameter `param`) that lies in `run`.
-absl::Status StageChunk(VerifiedReader& reader, const ParamRecord& param, const ChunkRecord& c,
-                        const OwnedRun& run, float* buffer_base) {
-  ASSIGN_OR_RETURN(std::span<const float> data, reader.Read(param, c));
-  const uint64_t lo = std::max<uint64_t>(c.begin, run.begin);
-  const uint64_t hi = std::min<uint64_t>(c.end, run.end);
-  std::copy(data.begin() + (lo - c.begin), data.begin() + (hi - c.begin),
-            buffer_base + run.shard_index + (lo - run.begin));
-  return absl::OkStatus();
+absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, const std::string& path,
+                                                   const LoadOptions& options) {
+  auto source = std::make_unique<Source>();
+  ASSIGN_OR_RETURN(source->folder, ResolveCheckpoint(path));
+  const std::string manifest_path = absl::StrCat(source->folder, "/", kManifestName);
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(manifest_path));
+  ASSIGN_OR_RETURN(source->manifest, ParseManifest(text, manifest_path));
+  const Layout& layout = p.engine.layout();
+  RETURN_IF_ERROR(CheckMatches(source->manifest, layout, p.optimizer.name(),
+                               p.optimizer.state_buffers(), source->folder));
+  ASSIGN_OR_RETURN(source->plan, PlanLoad(source->manifest, layout, p.comm.rank(),
+                                          options.staging_bytes, options.reads_in_flight));
+  ASSIGN_OR_RETURN(ChunkStream stream,
+                   ChunkStream::Open(source->folder, source->manifest, source->plan));
+  source->stream.emplace(std::move(stream));
+  return source;
 }
 
-// Reads every chunk overlapping this rank's runs into staging.
-absl::Status StageRuns(const Participant& p, VerifiedReader& reader, Staged& staged) {
-  const Layout& layout = p.engine.layout();
-  const size_t shard = layout.shard_numel();
-  staged.values.assign(BufferCount(p) * shard, 0.0f);  // padding stays zero, as the engine keeps it
-  for (const OwnedRun& run : OwnedRuns(layout, p.comm.rank())) {
-    const ParamRecord& param = staged.manifest.params[run.param];
-    for (int b = 0; b < BufferCount(p); ++b) {
-      // Chunks are sorted by (buffer, begin): the first that ends past run.begin.
-      auto it =
-          std::partition_point(param.chunks.begin(), param.chunks.end(), [&](const ChunkRecord& c) {
-            return c.buffer < b || (c.buffer == b && c.end <= run.begin);
-          });
-      for (; it != param.chunks.end() && it->buffer == b && it->begin < run.end; ++it) {
-        RETURN_IF_ERROR(StageChunk(reader, param, *it, run, staged.values.data() + b * shard));
-      }
+// Pass 1: every chunk read and checked, nothing kept.
+absl::Status Verify(const absl::StatusOr<std::unique_ptr<Source>>& source) {
+  if (!source.ok()) return source.status();
+  return (*source)->stream->Run(
+      [](const ChunkRead&, const std::byte*) { return absl::OkStatus(); });
+}
+
+// Pass 2: the padding zeroed as the engine keeps it, every chunk's overlap
+// with this rank's pieces copied in; the stream finishes each read's copies
+// before its buffer is reused.
+absl::Status Place(const Participant& rank, Source& source) {
+  Engine& engine = rank.engine;
+  const int buffers = BufferCount(rank);
+  const Layout& layout = engine.layout();
+  for (const Gap& gap : PaddingGaps(layout, rank.comm.rank())) {
+    const size_t at = gap.begin - layout.units()[gap.unit].shard_offset;
+    for (int b = 0; b < buffers; ++b) {
+      RETURN_IF_ERROR(EnqueueZeros(engine, gap.unit, b, at, gap.end - gap.begin));
     }
   }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Staged> ReadCheckpoint(const Participant& p, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string folder, ResolveCheckpoint(path));
-  const std::string manifest_path = absl::StrCat(folder, "/", kManifestName);
-  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(manifest_path));
-  Staged staged;
-  ASSIGN_OR_RETURN(staged.manifest, ParseManifest(text, manifest_path));
-  RETURN_IF_ERROR(CheckMatches(staged.manifest, p.engine.layout(), p.optimizer.name(),
-                               p.optimizer.state_buffers(), folder));
-  VerifiedReader reader(folder, staged.manifest);
-  RETURN_IF_ERROR(StageRuns(p, reader, staged));
-  return staged;
-}
-
-absl::Status CopyIntoEngine(Engine& engine, const std::vector<float>& values) {
-  const Layout& layout = engine.layout();
-  for (int u = 0; u < static_cast<int>(layout.units().size()); ++u) {
-    const float* host = values.data() + layout.units()[u].shard_offset;
-    RETURN_IF_ERROR(CopyUnitFromHost(engine, u, host, layout.shard_numel()));
-  }
-  return absl::OkStatus();
+  return source.stream->Run([&](const ChunkRead& read, const std::byte* span) {
+    for (const Placement& p : read.placements) {
+      const float* chunk = reinterpret_cast<const float*>(span + (p.chunk->offset - read.begin));
+      const size_t at = p.shard_index - layout.units()[p.unit].shard_offset;
+      RETURN_IF_ERROR(EnqueueCopyFromHost(engine, p.unit, p.chunk->buffer, at,
+                                          chunk + (p.lo - p.chunk->begin), p.hi - p.lo));
+    }
+    return engine.stream()->Synchronize();
+  });
 }
 
 // The loss-scaler state means something only between fp16 runs; an fp16
@@ -95,20 +91,34 @@ Engine::ResumePoint PointFor(const Manifest& m, const Engine& engine) {
 
 }  // namespace
 
-absl::Status Load(const Participant& p, const std::string& path) {
+absl::Status Load(const Participant& p, const std::string& path, const LoadOptions& options) {
   auto context = [&](const absl::Status& s, const char* extra = "") {
     return absl::Status(s.code(),
                         absl::StrCat("loading checkpoint '", path, "': ", s.message(), extra));
   };
   if (absl::Status s = CheckParticipant(p); !s.ok()) return context(s);
   Agreement agree = AgreementFor(p);
-  absl::StatusOr<Staged> staged = ReadCheckpoint(p, path);
-  if (absl::Status s = agree.AllOk(staged.status()); !s.ok()) return context(s);
-  if (absl::Status s = agree.AllOk(CopyIntoEngine(p.engine, staged->values)); !s.ok()) {
-    return context(s, " (the engines' states are now partly overwritten: load again)");
-  }
-  if (absl::Status s = p.engine.Restore(PointFor(staged->manifest, p.engine)); !s.ok()) {
+  absl::StatusOr<std::unique_ptr<Source>> source = OpenSource(p, path, options);
+  if (!options.verify_before_placing) {
+    // Still nothing placed unless every rank has its files open and checked.
+    if (absl::Status s = agree.AllOk(source.status()); !s.ok()) return context(s);
+  } else if (absl::Status s = agree.AllOk(Verify(source)); !s.ok()) {
     return context(s);
+  }
+  if (absl::Status s = agree.AllOk(Place(p, **source)); !s.ok()) {
+    return context(s, options.verify_before_placing
+                          ? " (after every rank had verified the whole checkpoint: the files "
+                            "changed underneath or the copy failed; the engines' states are now "
+                            "partly overwritten: load again)"
+                          : " (verify_before_placing is off: the engines' states are now partly "
+                            "overwritten)");
+  }
+  if (absl::Status s = p.engine.Restore(PointFor((*source)->manifest, p.engine)); !s.ok()) {
+    return context(s);
+  }
+  if (options.stats != nullptr) {
+    const ChunkStream& stream = *(*source)->stream;
+    *options.stats = {stream.peak_staging_bytes(), stream.bytes_read(), stream.direct()};
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
-// Save (checkpoint.h): rank 0 makes a fresh step folder, every rank streams
-// its data file into it, the ranks all-gather their outcomes and chunk
-// checksums, and rank 0 writes the manifest and repoints `latest`.
+// Save and AsyncSaver (checkpoint.h): rank 0 makes a fresh step folder,
+// every rank snapshots its data file and a background thread writes it
+// (internal/snapshot_writer.h); at Wait the ranks all-gather their outcomes
+// and chunk checksums, and rank 0 writes the manifest and repoints `latest`.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -11,20 +12,14 @@
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
-#include "zero/checkpoint/internal/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/file_io.h"
 #include "zero/checkpoint/internal/manifest.h"
 #include "zero/checkpoint/internal/owned_state_io.h"
+#include "zero/checkpoint/internal/snapshot_writer.h"
 
 namespace zero::checkpoint {
 namespace {
-
-struct WrittenFile {
-  uint64_t bytes = 0;
-  uint32_t crc32c = 0;
-  std::vector<uint32_t> chunk_crcs;  // in plan order
-};
 
 // Rank 0 creates the folder; every rank learns its name or rank 0's error.
 absl::StatusOr<std::string> AgreeOnFolder(Agreement& agree, const std::string& root,
@@ -37,44 +32,6 @@ absl::StatusOr<std::string> AgreeOnFolder(Agreement& agree, const std::string& r
   ASSIGN_OR_RETURN(std::string shared, agree.FromRoot(value));
   RETURN_IF_ERROR(Agreement::DecodeStatus(shared, 0));
   return shared.substr(Agreement::kStatusBytes);
-}
-
-// Streams this rank's pieces to its data file, one unit's piece at a time.
-absl::StatusOr<WrittenFile> WriteDataFile(const Participant& p, const std::string& folder,
-                                          const DataFilePlan& plan) {
-  const Layout& layout = p.engine.layout();
-  const int rank = p.comm.rank(), world = p.comm.world_size(), buffers = BufferCount(p);
-  ASSIGN_OR_RETURN(AtomicFileWriter writer,
-                   AtomicFileWriter::Open(absl::StrCat(folder, "/", DataFileName(rank, world))));
-  const DataFileHeader header{.version = kFormatVersion,
-                              .rank = static_cast<uint32_t>(rank),
-                              .world_size = static_cast<uint32_t>(world),
-                              .model_fingerprint = ModelFingerprint(layout)};
-  const std::string header_bytes = EncodeDataHeader(header);
-  RETURN_IF_ERROR(writer.Append(header_bytes.data(), header_bytes.size()));
-  WrittenFile out;
-  std::vector<float> host;
-  int unit = -1;
-  for (const PlannedChunk& c : plan.chunks) {
-    const Unit& u = layout.units()[c.unit];
-    if (c.unit != unit) {
-      unit = c.unit;
-      host.resize(buffers * u.shard);
-      RETURN_IF_ERROR(CopyUnitToHost(p.engine, unit, host.data(), u.shard));
-    }
-    const float* data = host.data() + c.buffer * u.shard + (c.shard_index - u.shard_offset);
-    const size_t bytes = (c.end - c.begin) * sizeof(float);
-    out.chunk_crcs.push_back(Crc32c(data, bytes));
-    RETURN_IF_ERROR(writer.Append(data, bytes, out.chunk_crcs.back()));
-  }
-  if (writer.bytes() != plan.bytes) {
-    return absl::InternalError(
-        absl::StrFormat("wrote %d bytes, planned %d", writer.bytes(), plan.bytes));
-  }
-  out.bytes = writer.bytes();
-  out.crc32c = writer.crc32c();
-  RETURN_IF_ERROR(writer.Commit());
-  return out;
 }
 
 // What each rank sends rank 0: its outcome, file size and checksums, padded
@@ -93,10 +50,10 @@ std::string Record(const absl::StatusOr<WrittenFile>& written, size_t max_chunks
   return record;
 }
 
-Manifest BuildManifest(const Participant& p, const std::vector<DataFilePlan>& plans,
-                       std::string_view records, size_t chunk_elements) {
+Manifest BuildManifest(const Participant& p, const Engine::ResumePoint& point,
+                       const std::vector<DataFilePlan>& plans, std::string_view records,
+                       size_t chunk_elements) {
   const Engine& engine = p.engine;
-  const Engine::ResumePoint point = engine.resume_point();
   Manifest m;
   m.optimizer = std::string(p.optimizer.name());
   m.state_buffers = p.optimizer.state_buffers();
@@ -139,34 +96,69 @@ absl::Status Publish(const Manifest& manifest, const std::string& root, const st
 
 absl::StatusOr<std::string> Save(const Participant& p, const std::string& root,
                                  const SaveOptions& options) {
-  RETURN_IF_ERROR(CheckParticipant(p));
-  if (options.chunk_elements == 0) return absl::InvalidArgumentError("chunk_elements is 0");
-  const int world = p.comm.world_size(), rank = p.comm.rank();
-  Agreement agree = AgreementFor(p);
-  ASSIGN_OR_RETURN(std::string name, AgreeOnFolder(agree, root, p.engine.resume_point().steps));
-  const std::string folder = absl::StrCat(root, "/", name);
+  AsyncSaver saver(p, options);
+  RETURN_IF_ERROR(saver.Start(root));
+  return saver.Wait();
+}
+
+AsyncSaver::AsyncSaver(const Participant& rank, const SaveOptions& options)
+    : rank_(rank),
+      options_(options),
+      writer_(std::make_unique<SnapshotWriter>(options.write_bytes, options.snapshot_bytes)) {}
+
+AsyncSaver::~AsyncSaver() = default;  // the writer joins its thread
+
+absl::Status AsyncSaver::Start(const std::string& root) {
+  if (pending_) RETURN_IF_ERROR(Wait().status());
+  RETURN_IF_ERROR(CheckParticipant(rank_));
+  if (options_.chunk_elements == 0) return absl::InvalidArgumentError("chunk_elements is 0");
+  const Layout& layout = rank_.engine.layout();
+  const int rank = rank_.comm.rank(), world = rank_.comm.world_size();
+  Agreement agree = AgreementFor(rank_);
+  point_ = rank_.engine.resume_point();
+  ASSIGN_OR_RETURN(name_, AgreeOnFolder(agree, root, point_.steps));
+  root_ = root;
+  const DataFileHeader header{.version = kFormatVersion,
+                              .rank = static_cast<uint32_t>(rank),
+                              .world_size = static_cast<uint32_t>(world),
+                              .model_fingerprint = ModelFingerprint(layout)};
+  writer_->Start(
+      rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
+      EncodeDataHeader(header),
+      PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes));
+  pending_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> AsyncSaver::Wait() {
+  if (!pending_) return absl::FailedPreconditionError("no save in flight");
+  pending_ = false;
+  const absl::StatusOr<WrittenFile> written = writer_->Finish();
+  const int world = rank_.comm.world_size(), rank = rank_.comm.rank();
+  const std::string folder = absl::StrCat(root_, "/", name_);
   std::vector<DataFilePlan> plans;
   size_t max_chunks = 0;
   for (int r = 0; r < world; ++r) {
-    plans.push_back(PlanDataFile(p.engine.layout(), r, BufferCount(p), options.chunk_elements,
-                                 kDataHeaderBytes));
+    plans.push_back(PlanDataFile(rank_.engine.layout(), r, BufferCount(rank_),
+                                 options_.chunk_elements, kDataHeaderBytes));
     max_chunks = std::max(max_chunks, plans.back().chunks.size());
   }
-  const absl::StatusOr<WrittenFile> written = WriteDataFile(p, folder, plans[rank]);
+  Agreement agree = AgreementFor(rank_);
   const std::string record = Record(written, max_chunks);
   ASSIGN_OR_RETURN(std::string records, agree.AllGather(record));
   absl::Status status = Agreement::FirstError(records, record.size(), world);
   if (status.ok()) {
     absl::Status published = absl::OkStatus();
     if (rank == 0) {
-      published = Publish(BuildManifest(p, plans, records, options.chunk_elements), root, name);
+      published = Publish(BuildManifest(rank_, point_, plans, records, options_.chunk_elements),
+                          root_, name_);
     }
     status = agree.AllOk(published);
   }
   if (!status.ok()) {
     // A save that failed only after `latest` named it (its folder's fsync)
     // is complete: removing it would leave `latest` naming nothing.
-    if (rank == 0 && !LatestNames(root, name)) RemoveFailedSave(folder, world);
+    if (rank == 0 && !LatestNames(root_, name_)) RemoveFailedSave(folder, world);
     return absl::Status(status.code(),
                         absl::StrCat("saving a checkpoint in '", folder, "': ", status.message()));
   }

@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "optimizers/sgd.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
-#include "zero/checkpoint/internal/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/manifest.h"
 

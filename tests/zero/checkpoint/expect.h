@@ -28,6 +28,19 @@ inline TrainingRun SmallRun(int world, int stage) {
   return run;
 }
 
+// FNV-1a over every bit of the states: equal hashes, equal states.
+inline uint64_t Hash(const ModelStates& states) {
+  uint64_t h = 1469598103934665603ull;
+  for (const ParamSet& buffer : states)
+    for (const std::vector<float>& param : buffer)
+      for (float f : param) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        h = (h ^ bits) * 1099511628211ull;
+      }
+  return h;
+}
+
 inline void ExpectStatesIdentical(const ModelStates& expected, const ModelStates& actual,
                                   const std::string& who) {
   ASSERT_EQ(expected.size(), actual.size()) << who;

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "zero/checkpoint/internal/crc32c.h"
+#include "base/crc32c.h"
 
 namespace zero::checkpoint {
 namespace {
@@ -40,20 +40,18 @@ absl::Status FaultPoint(FileOp op, std::string_view path) {
 
 // ----------------------------------------------------------------- writer
 
-AtomicFileWriter::AtomicFileWriter(std::string path, std::string tmp, int fd)
-    : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+AtomicFileWriter::AtomicFileWriter(std::string path, std::string tmp, DirectFile file)
+    : path_(std::move(path)), tmp_(std::move(tmp)), file_(std::move(file)) {}
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
     : path_(std::move(other.path_)),
       tmp_(std::move(other.tmp_)),
-      fd_(std::exchange(other.fd_, -1)),
+      file_(std::exchange(other.file_, std::nullopt)),
       bytes_(other.bytes_),
       crc_(other.crc_) {}
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (fd_ < 0) return;
-  close(fd_);
-  unlink(tmp_.c_str());
+  if (file_) Discard();
 }
 
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path) {
@@ -61,21 +59,19 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path)
   if (absl::Status f = FaultPoint(FileOp::kCreate, tmp); !f.ok()) {
     return Injected(f, "cannot create", tmp);
   }
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp);
-  return AtomicFileWriter(path, std::move(tmp), fd);
+  absl::StatusOr<DirectFile> file = DirectFile::Open(tmp, FileMode::kWrite);
+  if (!file.ok()) return file.status();
+  return AtomicFileWriter(path, std::move(tmp), *std::move(file));
 }
 
-absl::Status AtomicFileWriter::Fail(const char* what) {
-  absl::Status status = ErrnoError(what, tmp_);
+absl::Status AtomicFileWriter::Fail(absl::Status status) {
   Discard();
   return status;
 }
 
 void AtomicFileWriter::Discard() {
-  close(fd_);
+  file_.reset();
   unlink(tmp_.c_str());
-  fd_ = -1;
 }
 
 absl::Status AtomicFileWriter::Append(const void* data, size_t bytes) {
@@ -83,35 +79,23 @@ absl::Status AtomicFileWriter::Append(const void* data, size_t bytes) {
 }
 
 absl::Status AtomicFileWriter::Append(const void* data, size_t bytes, uint32_t data_crc) {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
+  if (!file_) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
   crc_ = Crc32cCombine(crc_, data_crc, bytes);
-  const auto* p = static_cast<const char*>(data);
   if (absl::Status f = FaultPoint(FileOp::kWrite, tmp_); !f.ok()) {
-    Discard();
-    return Injected(f, "cannot write", tmp_);
+    return Fail(Injected(f, "cannot write", tmp_));
   }
-  for (size_t done = 0; done < bytes;) {
-    const ssize_t n = write(fd_, p + done, bytes - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Fail("cannot write");
-    done += static_cast<size_t>(n);
-  }
+  if (absl::Status s = file_->WriteAt(bytes_, data, bytes); !s.ok()) return Fail(s);
   bytes_ += bytes;
   return absl::OkStatus();
 }
 
 absl::Status AtomicFileWriter::Commit() {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
+  if (!file_) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
   if (absl::Status f = FaultPoint(FileOp::kFsync, tmp_); !f.ok()) {
-    Discard();
-    return Injected(f, "cannot fsync", tmp_);
+    return Fail(Injected(f, "cannot fsync", tmp_));
   }
-  if (fsync(fd_) != 0) return Fail("cannot fsync");
-  if (close(std::exchange(fd_, -1)) != 0) {
-    absl::Status status = ErrnoError("cannot close", tmp_);
-    unlink(tmp_.c_str());
-    return status;
-  }
+  if (absl::Status s = file_->Sync(); !s.ok()) return Fail(s);
+  file_.reset();
   if (absl::Status f = FaultPoint(FileOp::kRename, tmp_); !f.ok()) {
     unlink(tmp_.c_str());
     return Injected(f, "cannot rename into place", tmp_);

@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/crc32c.h"
 #include "base/fingerprint.h"
 #include "base/json.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/internal/crc32c.h"
 #include "zero/checkpoint/internal/data_file.h"
 
 namespace zero::checkpoint {

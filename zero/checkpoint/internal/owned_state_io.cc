@@ -46,22 +46,18 @@ std::vector<float*> UnitBuffers(Engine& engine, int unit) {
 
 }  // namespace
 
-absl::Status CopyUnitToHost(Engine& engine, int unit, float* host, size_t stride) {
-  const size_t bytes = engine.layout().units()[unit].shard * sizeof(float);
-  const std::vector<float*> buffers = UnitBuffers(engine, unit);
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    RETURN_IF_ERROR(engine.stream()->Copy(host + b * stride, buffers[b], bytes));
-  }
-  return engine.stream()->Synchronize();
+absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, float* host,
+                               size_t count) {
+  return engine.stream()->Copy(host, UnitBuffers(engine, unit)[buffer] + at, count * sizeof(float));
 }
 
-absl::Status CopyUnitFromHost(Engine& engine, int unit, const float* host, size_t stride) {
-  const size_t bytes = engine.layout().units()[unit].shard * sizeof(float);
-  const std::vector<float*> buffers = UnitBuffers(engine, unit);
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    RETURN_IF_ERROR(engine.stream()->Copy(buffers[b], host + b * stride, bytes));
-  }
-  return engine.stream()->Synchronize();
+absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at, const float* host,
+                                 size_t count) {
+  return engine.stream()->Copy(UnitBuffers(engine, unit)[buffer] + at, host, count * sizeof(float));
+}
+
+absl::Status EnqueueZeros(Engine& engine, int unit, int buffer, size_t at, size_t count) {
+  return engine.stream()->Fill(UnitBuffers(engine, unit)[buffer] + at, 0, count * sizeof(float));
 }
 
 }  // namespace zero::checkpoint

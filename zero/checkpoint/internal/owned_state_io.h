@@ -21,10 +21,14 @@ Agreement AgreementFor(const Participant& rank);
 // Buffers per element: master weights, then each optimizer state.
 int BufferCount(const Participant& rank);
 
-// Unit `unit`'s owned piece, buffer b at host + b * stride (stride >=
-// units[unit].shard elements): engine -> host, or host -> engine. Both wait
-// for the copies to finish.
-absl::Status CopyUnitToHost(Engine& engine, int unit, float* host, size_t stride);
-absl::Status CopyUnitFromHost(Engine& engine, int unit, const float* host, size_t stride);
+// Enqueue on engine.stream(), from or into buffer `buffer` (0: masters,
+// 1 + i: state i) of unit `unit`'s owned piece at element `at` of the piece,
+// `count` elements to or from `host` (kept until the stream has run the
+// copy), or zeros.
+absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, float* host,
+                               size_t count);
+absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at,
+                                 const float* host, size_t count);
+absl::Status EnqueueZeros(Engine& engine, int unit, int buffer, size_t at, size_t count);
 
 }  // namespace zero::checkpoint

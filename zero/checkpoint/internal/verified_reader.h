@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,17 @@
 #include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::checkpoint {
+
+// The checks every reader makes, shared with Load's streaming reads
+// (chunk_stream.h). Data file `index` of `manifest` at `path`, `size` bytes,
+// starting with `header` (kDataHeaderBytes): DataLoss naming the file when
+// the size, the header's rank and world size or the model differ.
+absl::Status CheckDataFile(const Manifest& manifest, int index, uint64_t size,
+                           std::string_view header, const std::string& path);
+// DataLoss naming the file, parameter, buffer and range when `data` (the
+// chunk's bytes) fails the chunk's CRC-32C.
+absl::Status CheckChunk(const std::string& path, const ParamRecord& param, const ChunkRecord& chunk,
+                        const void* data);
 
 class VerifiedReader {
  public:
@@ -29,7 +41,6 @@ class VerifiedReader {
 
  private:
   absl::StatusOr<const RandomAccessFile*> File(int index);
-  absl::Status CheckFile(const RandomAccessFile& file, int index) const;
 
   const std::string folder_;
   const Manifest& manifest_;

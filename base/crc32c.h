@@ -1,6 +1,6 @@
 // CRC-32C (Castagnoli, the iSCSI / ext4 / safetensors-tooling checksum):
-// Debian 12's abseil predates absl::crc32c, so the checkpoints carry their
-// own. Uses the SSE4.2 crc32 instruction when the CPU has it, in three
+// Debian 12's abseil predates absl::crc32c, so we carry our own (checkpoints,
+// the NVMe tier). Uses the SSE4.2 crc32 instruction when the CPU has it, in three
 // interleaved lanes (about 3x one dependent chain, 30x the tables), else
 // slicing-by-8 tables; all give the same values.
 #pragma once

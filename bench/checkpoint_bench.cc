@@ -1,0 +1,296 @@
+// Checkpoints at the disk's speed (issue 17), against limits measured in the
+// same run on the same filesystem: 4 host ranks (threads), stage 2, AdamW.
+//   - Save throughput over an O_DIRECT write + fdatasync of the same bytes
+//     (4 threads, 8 MiB writes): goal >= 0.85;
+//   - Load throughput over an O_DIRECT read of the same bytes: goal >= 0.85
+//     (Load reads twice by default: verify, agree, then place; also shown
+//     with LoadOptions::verify_before_placing = false, one pass);
+//   - training time blocked by AsyncSaver::Start over a synchronous Save:
+//     goal <= 0.2 (the second async save of a saver: buffers reused);
+//   - peak host staging during Load over the budget (the staging the
+//     reads count, and the process's resident memory sampled during Load
+//     over the ranks' budgets): goal <= 1.2;
+//   - CRC-32C GB/s on one core.
+//   bazel run -c opt //bench:checkpoint_bench -- --params_m=100 --dir=/tmp/ckbench
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "base/crc32c.h"
+#include "base/direct_file.h"
+#include "base/status_macros.h"
+#include "memory/device_system.h"
+#include "optimizers/adam.h"
+#include "zero/checkpoint/checkpoint.h"
+#include "zero/comm/local_communicator.h"
+#include "zero/engine.h"
+
+ABSL_FLAG(int, params_m, 100, "model size in millions of parameters");
+ABSL_FLAG(std::string, dir, "/tmp/checkpoint_bench", "folder on the filesystem to measure");
+ABSL_FLAG(int, staging_mb, 256, "Load's staging budget per rank, MiB");
+
+namespace zero {
+namespace {
+
+constexpr int kRanks = 4;
+constexpr size_t kIoBytes = size_t{8} << 20;
+
+double Seconds(const std::function<absl::Status()>& fn, absl::Status* status) {
+  const auto start = std::chrono::steady_clock::now();
+  *status = fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// fn(rank) on one thread per rank; the first error.
+absl::Status OnRanks(const std::function<absl::Status(int)>& fn) {
+  std::vector<absl::Status> status(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) threads.emplace_back([&, r] { status[r] = fn(r); });
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+// Layers of a GPT block's element counts (h = 1024: 12 h^2 weights, 9 h
+// biases) up to `params`; the checkpoint only sees names and counts.
+std::vector<ParamSpec> Specs(size_t params) {
+  constexpr size_t h = 1024;
+  std::vector<ParamSpec> specs;
+  for (int l = 0; static_cast<size_t>(l) * (12 * h * h + 9 * h) < params; ++l) {
+    specs.push_back({absl::StrCat("layer", l, ".weights"), 12 * h * h, l});
+    specs.push_back({absl::StrCat("layer", l, ".biases"), 9 * h, l});
+  }
+  return specs;
+}
+
+struct Ranks {
+  std::unique_ptr<DeviceSystem> devices;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::unique_ptr<Optimizer> adam;
+  std::vector<std::unique_ptr<Engine>> engines;
+  checkpoint::Participant participant(int r) { return {*engines[r], *adam, *comms[r], *devices}; }
+};
+
+absl::StatusOr<std::unique_ptr<Ranks>> MakeRanks(size_t params) {
+  auto c = std::make_unique<Ranks>();
+  const std::vector<ParamSpec> specs = Specs(params);
+  size_t numel = 0;
+  for (const ParamSpec& s : specs) numel += s.numel;
+  ASSIGN_OR_RETURN(c->devices, DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks,
+                                                     numel * 4 * 5 + (size_t{256} << 20)}));
+  ASSIGN_OR_RETURN(c->comms, LocalGroup::Create(kRanks, {}));
+  ASSIGN_OR_RETURN(c->adam, MakeAdamW());
+  c->engines.resize(kRanks);
+  EngineConfig config;
+  config.stage = 2;
+  config.bucket_elements = 25'000'000;
+  RETURN_IF_ERROR(OnRanks([&](int r) -> absl::Status {
+    ASSIGN_OR_RETURN(c->engines[r], Engine::Create(config, specs, c->adam.get(), c->comms[r].get(),
+                                                   c->devices.get(), r));
+    return absl::OkStatus();
+  }));
+  return c;
+}
+
+// Bytes of each rank's data file in `folder`.
+std::vector<uint64_t> FileSizes(const std::string& folder) {
+  std::vector<uint64_t> sizes;
+  for (int r = 0; r < kRanks; ++r) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/rank-%05d-of-%05d.bin", r, kRanks);
+    sizes.push_back(std::filesystem::file_size(folder + name));
+  }
+  return sizes;
+}
+
+// The limits: each rank's bytes written (O_DIRECT, then fdatasync) and read
+// back (O_DIRECT) by 4 threads at once, in 8 MiB requests.
+absl::Status DirectLimits(const std::string& dir, const std::vector<uint64_t>& sizes,
+                          double* write_s, double* read_s) {
+  auto each = [&](bool write) {
+    return OnRanks([&](int r) -> absl::Status {
+      const std::string path = absl::StrCat(dir, "/limit-", r);
+      ASSIGN_OR_RETURN(DirectFile file,
+                       DirectFile::Open(path, write ? FileMode::kWrite : FileMode::kRead));
+      ASSIGN_OR_RETURN(AlignedBuffer buffer, AllocateAlignedBuffer(kIoBytes));
+      std::fill_n(buffer.get(), kIoBytes, std::byte{1});
+      for (uint64_t at = 0; at < sizes[r]; at += kIoBytes) {
+        const size_t n = std::min<uint64_t>(kIoBytes, RoundUpToAlignment(sizes[r] - at));
+        RETURN_IF_ERROR(write ? file.WriteAt(at, buffer.get(), n)
+                              : file.ReadAt(at, buffer.get(), n));
+      }
+      return write ? file.Sync() : absl::OkStatus();
+    });
+  };
+  absl::Status s;
+  *write_s = Seconds([&] { return each(true); }, &s);
+  RETURN_IF_ERROR(s);
+  *read_s = Seconds([&] { return each(false); }, &s);
+  for (int r = 0; r < kRanks; ++r) std::filesystem::remove(absl::StrCat(dir, "/limit-", r));
+  return s;
+}
+
+// Resident bytes now (/proc/self/statm).
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The largest resident size above the start while `fn` runs, sampled every ms.
+uint64_t PeakResidentGrowth(const std::function<void()>& fn) {
+  const uint64_t start = ResidentBytes();
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> peak{start};
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max<uint64_t>(peak, ResidentBytes());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  fn();
+  done = true;
+  sampler.join();
+  return peak - start;
+}
+
+double CrcGbPerSecond() {
+  std::vector<unsigned char> data(size_t{64} << 20, 7);
+  double best = 1e30;
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    volatile uint32_t sink = Crc32c(data.data(), data.size());
+    (void)sink;
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return data.size() / best / 1e9;
+}
+
+absl::Status Run() {
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSIGN_OR_RETURN(std::unique_ptr<Ranks> ranks,
+                   MakeRanks(size_t(absl::GetFlag(FLAGS_params_m)) * 1'000'000));
+  const size_t numel = ranks->engines[0]->layout().numel();
+  checkpoint::SaveOptions save;
+  save.snapshot_bytes = numel * 3 * 4 / kRanks + (size_t{64} << 20);  // all of a rank's state
+  absl::Status s;
+  const double save_s = Seconds(
+      [&] {
+        return OnRanks([&](int r) {
+          return checkpoint::Save(ranks->participant(r), dir + "/sync", save).status();
+        });
+      },
+      &s);
+  RETURN_IF_ERROR(s);
+  const std::vector<uint64_t> sizes = FileSizes(dir + "/sync/step-0");
+  uint64_t bytes = 0;
+  for (uint64_t b : sizes) bytes += b;
+
+  std::vector<std::unique_ptr<checkpoint::AsyncSaver>> savers;
+  for (int r = 0; r < kRanks; ++r) {
+    savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r), save));
+  }
+  // The second of two saves: the snapshot buffers are reused, as in training.
+  std::vector<double> blocked(kRanks);
+  double async_s = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    async_s = Seconds(
+        [&] {
+          return OnRanks([&](int r) -> absl::Status {
+            absl::Status started;
+            blocked[r] = Seconds([&] { return savers[r]->Start(dir + "/async"); }, &started);
+            RETURN_IF_ERROR(started);
+            return savers[r]->Wait().status();
+          });
+        },
+        &s);
+    RETURN_IF_ERROR(s);
+  }
+  savers.clear();
+
+  // The limits before and after the loads; the faster of each (the disk of
+  // a VM drifts during a run: the ratios are then conservative).
+  double write_s = 0, read_s = 0;
+  RETURN_IF_ERROR(DirectLimits(dir, sizes, &write_s, &read_s));
+
+  const size_t budget = size_t(absl::GetFlag(FLAGS_staging_mb)) << 20;
+  auto load = [&](bool verify_first, std::vector<checkpoint::LoadStats>* stats) {
+    return OnRanks([&](int r) {
+      return checkpoint::Load(
+          ranks->participant(r), dir + "/sync",
+          {.staging_bytes = budget, .verify_before_placing = verify_first, .stats = &(*stats)[r]});
+    });
+  };
+  // Best of two each.
+  std::vector<checkpoint::LoadStats> stats(kRanks), one_pass_stats(kRanks);
+  double load_s = 1e30, one_pass_s = 1e30;
+  uint64_t rss_growth = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    rss_growth = std::max(rss_growth, PeakResidentGrowth([&] {
+                            load_s =
+                                std::min(load_s, Seconds([&] { return load(true, &stats); }, &s));
+                          }));
+    RETURN_IF_ERROR(s);
+    one_pass_s = std::min(one_pass_s, Seconds([&] { return load(false, &one_pass_stats); }, &s));
+    RETURN_IF_ERROR(s);
+  }
+  double write_again = 0, read_again = 0;
+  RETURN_IF_ERROR(DirectLimits(dir, sizes, &write_again, &read_again));
+  write_s = std::min(write_s, write_again);
+  read_s = std::min(read_s, read_again);
+  uint64_t peak_staging = 0;
+  for (const auto& st : stats) peak_staging = std::max(peak_staging, st.peak_staging_bytes);
+
+  std::printf(
+      "checkpoint: %zu parameters, %d ranks, stage 2, AdamW: %.2f GB on disk in %s "
+      "(O_DIRECT %s)\n",
+      numel, kRanks, bytes / 1e9, dir.c_str(), stats[0].direct ? "taken" : "refused");
+  std::printf("limits: O_DIRECT write+fdatasync %.2f GB/s, O_DIRECT read %.2f GB/s\n",
+              bytes / write_s / 1e9, bytes / read_s / 1e9);
+  std::printf("save throughput / O_DIRECT write        %.3f  (goal >= 0.85; %.2f s)\n",
+              write_s / save_s, save_s);
+  std::printf("async save total / O_DIRECT write       %.3f  (%.2f s)\n", write_s / async_s,
+              async_s);
+  const double max_blocked = *std::max_element(blocked.begin(), blocked.end());
+  std::printf("training blocked: async Start / Save    %.3f  (goal <= 0.2; %.3f s of %.2f s)\n",
+              max_blocked / save_s, max_blocked, save_s);
+  std::printf("load throughput / O_DIRECT read         %.3f  (goal >= 0.85; %.2f s, two passes)\n",
+              read_s / load_s, load_s);
+  std::printf("load one pass / O_DIRECT read           %.3f  (%.2f s, verify_before_placing off)\n",
+              read_s / one_pass_s, one_pass_s);
+  std::printf(
+      "load peak staging / budget              %.3f  (goal <= 1.2; %.1f MiB of %zu MiB "
+      "per rank)\n",
+      double(peak_staging) / budget, peak_staging / 1048576.0, budget >> 20);
+  std::printf("load peak resident growth / budgets     %.3f  (%.1f MiB over %d x %zu MiB)\n",
+              double(rss_growth) / (kRanks * budget), rss_growth / 1048576.0, kRanks, budget >> 20);
+  std::printf("crc32c one core                         %.2f GB/s  (goal >= 15)\n",
+              CrcGbPerSecond());
+  std::filesystem::remove_all(dir);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace zero
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status s = zero::Run();
+  if (!s.ok()) std::fprintf(stderr, "checkpoint_bench: %s\n", s.ToString().c_str());
+  return s.ok() ? 0 : 1;
+}

@@ -1,0 +1,130 @@
+// AsyncSaver: steps taken while the background writer writes do not change
+// what is written (also when the state is larger than the snapshot buffers
+// and Start must wait for the writer); the next Start waits for the
+// previous save; a saver destroyed before Wait publishes nothing; errors
+// reach every rank.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/zero/checkpoint/expect.h"
+#include "zero/checkpoint/checkpoint.h"
+
+namespace zero::testing_model {
+namespace {
+
+using ::testing::HasSubstr;
+
+using Savers = std::vector<std::unique_ptr<checkpoint::AsyncSaver>>;
+
+Savers MakeSavers(Cluster& cluster, const checkpoint::SaveOptions& options) {
+  Savers savers;
+  for (int r = 0; r < cluster.world(); ++r) {
+    savers.push_back(std::make_unique<checkpoint::AsyncSaver>(cluster.participant(r), options));
+  }
+  return savers;
+}
+
+absl::Status StartAll(Cluster& cluster, Savers& savers, const std::string& root) {
+  return AllOk(cluster.Run([&](int r) { return savers[r]->Start(root); }));
+}
+
+absl::Status WaitAll(Cluster& cluster, Savers& savers) {
+  return AllOk(cluster.Run([&](int r) { return savers[r]->Wait().status(); }));
+}
+
+// The model states a fresh 2-rank cluster loads from `path`, and the step
+// count it resumes at.
+ModelStates LoadedStates(const Model& model, const std::string& path, int64_t* steps = nullptr) {
+  auto cluster = Cluster::Create(model, SmallRun(2, 3), AdamW());
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE(AllOk((*cluster)->Load(path)).ok());
+  if (steps != nullptr) *steps = (*cluster)->engine(0).resume_point().steps;
+  return *(*cluster)->States();
+}
+
+struct Budget {
+  size_t write_bytes, snapshot_bytes;
+};
+
+class AsyncSave : public ::testing::TestWithParam<Budget> {};
+
+TEST_P(AsyncSave, StepsDuringTheWriteDoNotChangeWhatIsWritten) {
+  const std::unique_ptr<Model> model = *MakeMlp(64, 128, 64, 4);  // 17k parameters
+  auto cluster = Cluster::Create(*model, SmallRun(4, 2), AdamW());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->Train(0, 2).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  const std::string root = FreshDir("async");
+  Savers savers = MakeSavers(**cluster, {.chunk_elements = 1000,
+                                         .snapshot_bytes = GetParam().snapshot_bytes,
+                                         .write_bytes = GetParam().write_bytes});
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  ASSERT_TRUE((*cluster)->Train(2, 4).ok());  // while the writer writes
+  ASSERT_TRUE(WaitAll(**cluster, savers).ok());
+  const ModelStates after = *(*cluster)->States();
+  ASSERT_NE(Hash(after), Hash(at_save));  // the steps did change the engine
+  int64_t steps = 0;
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root, &steps), "loaded");
+  EXPECT_EQ(steps, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SnapshotSizes, AsyncSave,
+    ::testing::Values(Budget{size_t{8} << 20, size_t{256} << 20},  // all fits: Start never waits
+                      Budget{4096, 2 * 4096}));  // 50 KiB per rank through two 4 KiB buffers
+
+TEST(AsyncSaver, NextStartWaitsForThePreviousSave) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string root = FreshDir("twice");
+  Savers savers = MakeSavers(**cluster, {});
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  const ModelStates first = *(*cluster)->States();
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  ASSERT_TRUE((*cluster)->Train(1, 2).ok());
+  const ModelStates second = *(*cluster)->States();
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());  // publishes the first
+  ExpectStatesIdentical(first, LoadedStates(*model, root + "/step-1"), "first");
+  ASSERT_TRUE(WaitAll(**cluster, savers).ok());
+  ExpectStatesIdentical(second, LoadedStates(*model, root), "latest");
+  EXPECT_EQ(savers[0]->Wait().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(AsyncSaver, DestroyedBeforeWaitPublishesNothing) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string root = FreshDir("dropped");
+  ASSERT_TRUE(AllOk((*cluster)->Save(root)).ok());
+  const ModelStates saved = *(*cluster)->States();
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  {
+    Savers savers = MakeSavers(**cluster, {});
+    ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  }
+  ExpectStatesIdentical(saved, LoadedStates(*model, root), "latest");
+}
+
+TEST(AsyncSaver, UnwritableRootFailsOnEveryRank) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string file = FreshDir("not_a_folder") + "/file";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  Savers savers = MakeSavers(**cluster, {});
+  const std::vector<absl::Status> statuses =
+      (*cluster)->Run([&](int r) { return savers[r]->Start(file + "/root"); });
+  for (const absl::Status& s : statuses) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr(file));
+  }
+}
+
+}  // namespace
+}  // namespace zero::testing_model

@@ -1,0 +1,111 @@
+#include "zero/checkpoint/internal/chunk_stream.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/verified_reader.h"
+
+namespace zero::checkpoint {
+namespace {
+
+absl::StatusOr<std::unique_ptr<DirectFile>> OpenChecked(const std::string& folder,
+                                                        const Manifest& manifest, int index) {
+  const std::string path = absl::StrCat(folder, "/", manifest.files[index].name);
+  ASSIGN_OR_RETURN(DirectFile file, DirectFile::Open(path, FileMode::kRead));
+  ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  std::string header(size >= kDataHeaderBytes ? kDataHeaderBytes : 0, '\0');
+  RETURN_IF_ERROR(file.ReadAt(0, header.data(), header.size()));
+  RETURN_IF_ERROR(CheckDataFile(manifest, index, size, header, path));
+  return std::make_unique<DirectFile>(std::move(file));
+}
+
+// One host buffer and the outcome of the read in it.
+struct Slot {
+  AlignedBuffer buffer;
+  bool ready = false;
+  absl::Status status;
+};
+
+}  // namespace
+
+absl::StatusOr<ChunkStream> ChunkStream::Open(const std::string& folder, const Manifest& manifest,
+                                              const LoadPlan& plan) {
+  ChunkStream stream(manifest, plan);
+  for (const ChunkRead& read : plan.reads) {
+    if (stream.files_[read.file] != nullptr) continue;
+    ASSIGN_OR_RETURN(stream.files_[read.file], OpenChecked(folder, manifest, read.file));
+  }
+  return stream;
+}
+
+bool ChunkStream::direct() const {
+  for (const auto& file : files_) {
+    if (file != nullptr && !file->direct()) return false;
+  }
+  return true;
+}
+
+absl::Status ChunkStream::ReadAndVerify(const ChunkRead& read, std::byte* buffer) {
+  DirectFile& file = *files_[read.file];
+  RETURN_IF_ERROR(file.ReadAt(read.begin, buffer, read.end - read.begin));
+  for (const Placement& p : read.placements) {
+    RETURN_IF_ERROR(
+        CheckChunk(file.path(), *p.param, *p.chunk, buffer + (p.chunk->offset - read.begin)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChunkStream::Run(Consumer consume) {
+  const std::vector<ChunkRead>& reads = plan_->reads;
+  const int slots = plan_->slots;
+  if (reads.empty()) return absl::OkStatus();
+  std::vector<Slot> slot(slots);
+  for (Slot& s : slot) {
+    ASSIGN_OR_RETURN(s.buffer, AllocateAlignedBuffer(plan_->slot_bytes));
+  }
+  peak_staging_bytes_ = std::max<uint64_t>(peak_staging_bytes_, plan_->staging_bytes());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  // Reader w fills slot w with reads w, w + slots, ...; the caller drains
+  // the slots in read order, so reads complete out of order but are used in order.
+  auto reader = [&](int w) {
+    for (size_t i = w; i < reads.size(); i += slots) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || !slot[w].ready; });
+        if (stop) return;
+      }
+      absl::Status status = ReadAndVerify(reads[i], slot[w].buffer.get());
+      std::lock_guard lock(mu);
+      slot[w].status = std::move(status);
+      slot[w].ready = true;
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 0; w < slots; ++w) threads.emplace_back(reader, w);
+  absl::Status status;
+  for (size_t i = 0; i < reads.size() && status.ok(); ++i) {
+    Slot& s = slot[i % slots];
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return s.ready; });
+    }
+    status = s.status.ok() ? consume(reads[i], s.buffer.get()) : s.status;
+    if (status.ok()) bytes_read_ += reads[i].end - reads[i].begin;
+    std::lock_guard lock(mu);
+    s.ready = false;
+    stop = !status.ok();
+    cv.notify_all();
+  }
+  for (std::thread& t : threads) t.join();
+  return status;
+}
+
+}  // namespace zero::checkpoint

@@ -1,0 +1,53 @@
+// Load's reads (load_plan.h): several in flight through DirectFile
+// (O_DIRECT where the filesystem allows), each into its own aligned host
+// buffer, every chunk checked against its CRC-32C on the reading thread, and
+// handed to the caller in plan order. Host staging is plan.staging_bytes()
+// whatever the checkpoint's size. Used by one thread at a time.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "base/direct_file.h"
+#include "zero/checkpoint/internal/load_plan.h"
+#include "zero/checkpoint/internal/manifest.h"
+
+namespace zero::checkpoint {
+
+class ChunkStream {
+ public:
+  // Opens the data files the plan reads and checks each (size, header:
+  // verified_reader.h). `manifest` and `plan` must outlive the stream.
+  static absl::StatusOr<ChunkStream> Open(const std::string& folder, const Manifest& manifest,
+                                          const LoadPlan& plan);
+
+  // `span` holds file bytes [read.begin, read.end) of read.file, every chunk
+  // in it verified; valid during the call.
+  using Consumer = absl::FunctionRef<absl::Status(const ChunkRead& read, const std::byte* span)>;
+  // Every read of the plan, in order; stops at the first error (a read, a
+  // checksum, or the consumer's), which it returns.
+  absl::Status Run(Consumer consume);
+
+  uint64_t peak_staging_bytes() const { return peak_staging_bytes_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+  bool direct() const;  // O_DIRECT in effect on every file read
+
+ private:
+  ChunkStream(const Manifest& manifest, const LoadPlan& plan)
+      : manifest_(&manifest), plan_(&plan), files_(manifest.files.size()) {}
+  absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer);
+
+  const Manifest* manifest_;
+  const LoadPlan* plan_;
+  std::vector<std::unique_ptr<DirectFile>> files_;  // by manifest index; null when unread
+  uint64_t peak_staging_bytes_ = 0;
+  uint64_t bytes_read_ = 0;
+};
+
+}  // namespace zero::checkpoint

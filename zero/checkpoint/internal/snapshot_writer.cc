@@ -1,0 +1,164 @@
+#include "zero/checkpoint/internal/snapshot_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/crc32c.h"
+#include "base/status_macros.h"
+#include "zero/checkpoint/internal/owned_state_io.h"
+
+namespace zero::checkpoint {
+namespace {
+
+uint64_t ChunkEnd(const PlannedChunk& c) { return c.offset + (c.end - c.begin) * sizeof(float); }
+
+// fn(chunk index, file bytes [a, b)) for each piece of a chunk inside file
+// bytes [begin, end), in file order; stops at the first error.
+template <typename Fn>
+absl::Status ForEachPiece(const DataFilePlan& plan, uint64_t begin, uint64_t end, Fn fn) {
+  auto it = std::partition_point(plan.chunks.begin(), plan.chunks.end(),
+                                 [&](const PlannedChunk& c) { return ChunkEnd(c) <= begin; });
+  for (; it != plan.chunks.end() && it->offset < end; ++it) {
+    RETURN_IF_ERROR(
+        fn(it - plan.chunks.begin(), std::max(begin, it->offset), std::min(end, ChunkEnd(*it))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SnapshotWriter::SnapshotWriter(size_t segment_bytes, size_t snapshot_bytes)
+    : segment_bytes_(RoundUpToAlignment(std::max<size_t>(segment_bytes, 1))),
+      max_buffers_(std::max<size_t>(2, snapshot_bytes / segment_bytes_)),
+      result_(absl::FailedPreconditionError("no save was started")) {}
+
+SnapshotWriter::~SnapshotWriter() {
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t SnapshotWriter::buffer_bytes() const { return buffers_.size() * segment_bytes_; }
+
+void SnapshotWriter::Start(const Participant& rank, std::string path, std::string header,
+                           DataFilePlan plan) {
+  header_ = std::move(header);
+  plan_ = std::move(plan);
+  segments_ = (plan_.bytes + segment_bytes_ - 1) / segment_bytes_;
+  while (buffers_.size() < std::min(max_buffers_, segments_)) {
+    absl::StatusOr<AlignedBuffer> buffer = AllocateAlignedBuffer(segment_bytes_);
+    if (!buffer.ok()) {
+      result_ = buffer.status();
+      return;
+    }
+    buffers_.push_back(*std::move(buffer));
+  }
+  {
+    std::lock_guard lock(mu_);
+    free_.clear();
+    for (AlignedBuffer& b : buffers_) free_.push_back(b.get());
+    queue_.clear();
+    writer_failed_ = false;
+  }
+  thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
+  for (size_t s = 0; s < segments_; ++s) {
+    std::byte* buffer = Acquire();
+    if (buffer == nullptr) break;  // the writer failed: Finish says why
+    absl::Status filled = Fill(rank, s, buffer);
+    Push({s, buffer, filled});
+    if (!filled.ok()) break;
+  }
+}
+
+absl::StatusOr<WrittenFile> SnapshotWriter::Finish() {
+  if (thread_.joinable()) thread_.join();
+  return std::exchange(result_, absl::FailedPreconditionError("no save was started"));
+}
+
+std::byte* SnapshotWriter::Acquire() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return writer_failed_ || !free_.empty(); });
+  if (writer_failed_) return nullptr;
+  std::byte* buffer = free_.back();
+  free_.pop_back();
+  return buffer;
+}
+
+void SnapshotWriter::Push(Filled filled) {
+  std::lock_guard lock(mu_);
+  queue_.push_back(std::move(filled));
+  cv_.notify_all();
+}
+
+absl::Status SnapshotWriter::Fill(const Participant& rank, size_t segment, std::byte* buffer) {
+  Engine& engine = rank.engine;
+  const uint64_t begin = segment * segment_bytes_;
+  const uint64_t end = std::min<uint64_t>(begin + segment_bytes_, plan_.bytes);
+  if (begin < header_.size()) {
+    std::memcpy(buffer, header_.data() + begin, std::min<uint64_t>(end, header_.size()) - begin);
+  }
+  RETURN_IF_ERROR(ForEachPiece(plan_, begin, end, [&](size_t i, uint64_t a, uint64_t b) {
+    const PlannedChunk& c = plan_.chunks[i];
+    const size_t at = c.shard_index - engine.layout().units()[c.unit].shard_offset +
+                      (a - c.offset) / sizeof(float);
+    return EnqueueCopyToHost(engine, c.unit, c.buffer, at,
+                             reinterpret_cast<float*>(buffer + (a - begin)),
+                             (b - a) / sizeof(float));
+  }));
+  return engine.stream()->Synchronize();
+}
+
+absl::Status SnapshotWriter::WriteSegment(AtomicFileWriter& writer, const Filled& filled,
+                                          WrittenFile& out) {
+  const uint64_t begin = filled.segment * segment_bytes_;
+  const uint64_t end = std::min<uint64_t>(begin + segment_bytes_, plan_.bytes);
+  uint32_t crc = 0;
+  if (begin < header_.size()) {
+    crc = Crc32c(filled.buffer, std::min<uint64_t>(end, header_.size()) - begin);
+  }
+  RETURN_IF_ERROR(ForEachPiece(plan_, begin, end, [&](size_t i, uint64_t a, uint64_t b) {
+    const uint32_t piece = Crc32c(filled.buffer + (a - begin), b - a);
+    out.chunk_crcs[i] = Crc32cCombine(out.chunk_crcs[i], piece, b - a);
+    crc = Crc32cCombine(crc, piece, b - a);
+    return absl::OkStatus();
+  }));
+  return writer.Append(filled.buffer, end - begin, crc);
+}
+
+void SnapshotWriter::WriteAll(std::string path) {
+  absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Open(path);
+  absl::Status status = writer.status();
+  WrittenFile out;
+  out.chunk_crcs.assign(plan_.chunks.size(), 0);
+  for (size_t done = 0; status.ok() && done < segments_; ++done) {
+    Filled filled;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty(); });
+      filled = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    status = filled.status.ok() ? WriteSegment(*writer, filled, out) : filled.status;
+    std::lock_guard lock(mu_);
+    free_.push_back(filled.buffer);
+    cv_.notify_all();
+  }
+  if (status.ok() && writer->bytes() != plan_.bytes) {
+    status = absl::InternalError(
+        absl::StrFormat("wrote %d bytes, planned %d", writer->bytes(), plan_.bytes));
+  }
+  if (status.ok()) {
+    out.bytes = writer->bytes();
+    out.crc32c = writer->crc32c();
+    status = writer->Commit();
+  }
+  if (status.ok()) {
+    result_ = std::move(out);
+    return;
+  }
+  result_ = status;
+  std::lock_guard lock(mu_);
+  writer_failed_ = true;
+  cv_.notify_all();
+}
+
+}  // namespace zero::checkpoint

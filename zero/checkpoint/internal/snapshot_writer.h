@@ -1,0 +1,83 @@
+// A rank's data file written in the background from a snapshot of its owned
+// state. The training thread copies the file's bytes (header, then the
+// chunks of chunk_plan.h) segment by segment into a bounded, reused set of
+// aligned host buffers, blocking only while every buffer is in the writer's
+// hands; a background thread checksums each segment (every byte once: chunk
+// and file CRCs are combined from the pieces) and appends it through
+// AtomicFileWriter (O_DIRECT), then fsyncs and renames. No collective runs
+// on the background thread: the ranks agree on the training thread.
+//
+// Start and Finish from one thread (the rank's training thread).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/direct_file.h"
+#include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/internal/chunk_plan.h"
+#include "zero/checkpoint/internal/file_io.h"
+
+namespace zero::checkpoint {
+
+struct WrittenFile {
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+  std::vector<uint32_t> chunk_crcs;  // in plan order
+};
+
+class SnapshotWriter {
+ public:
+  // Segments of `segment_bytes` (rounded up to 4 KiB); as many buffers as
+  // fit in `snapshot_bytes`, at least two.
+  SnapshotWriter(size_t segment_bytes, size_t snapshot_bytes);
+  ~SnapshotWriter();  // waits for the background write (its outcome is dropped)
+
+  // Snapshots `plan` of rank's owned state, `header` first, into `path` and
+  // returns once every byte is copied: the engine may change from then on.
+  // Call Finish before the next Start. Errors surface at Finish.
+  void Start(const Participant& rank, std::string path, std::string header, DataFilePlan plan);
+  // Waits for the file to be durable in place; its size and checksums.
+  absl::StatusOr<WrittenFile> Finish();
+  bool running() const { return thread_.joinable(); }
+
+  size_t buffer_bytes() const;  // host memory held for snapshots
+
+ private:
+  struct Filled {
+    size_t segment;
+    std::byte* buffer;
+    absl::Status status;  // of the copy that filled it
+  };
+  absl::Status Fill(const Participant& rank, size_t segment, std::byte* buffer);
+  void WriteAll(std::string path);  // the background thread
+  absl::Status WriteSegment(AtomicFileWriter& writer, const Filled& filled, WrittenFile& out);
+  std::byte* Acquire();  // null once the writer has failed
+  void Push(Filled filled);
+
+  const size_t segment_bytes_;
+  const size_t max_buffers_;
+  std::vector<AlignedBuffer> buffers_;  // grown on demand, kept across saves
+
+  // The save in flight.
+  std::string header_;
+  DataFilePlan plan_;
+  size_t segments_ = 0;
+  std::thread thread_;
+  absl::StatusOr<WrittenFile> result_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::byte*> free_;  // guarded by mu_
+  std::deque<Filled> queue_;      // guarded by mu_
+  bool writer_failed_ = false;    // guarded by mu_
+};
+
+}  // namespace zero::checkpoint
