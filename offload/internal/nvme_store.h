@@ -31,8 +31,9 @@ namespace zero {
 struct NvmeStoreOptions {
   bool has_bytes = true;  // false: books only, no file (meta devices)
   bool direct = true;     // O_DIRECT where the filesystem allows it
-  // Test-only fault injection: consulted before each slot write; an error
-  // fails that write as the disk would (after it may have written part).
+  // Test-only fault injection: consulted before each slot write (from
+  // whichever threads write, maybe at once); an error fails that write as
+  // the disk would.
   std::function<absl::Status(uint64_t offset, size_t bytes)> write_fault;
 };
 
