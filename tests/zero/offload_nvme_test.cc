@@ -1,0 +1,125 @@
+// ZeRO-Infinity: master weights and optimizer state in a file per rank
+// (offload_device nvme), stepped chunk by chunk. Training equals the host
+// offload bit for bit at every stage and precision, host memory holds only
+// the staging, and a folder that cannot hold the file is an error on every rank.
+#include <cstdlib>
+#include <string>
+#include <tuple>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/zero/test_util.h"
+#include "tests/zero/training.h"
+
+namespace zero::testing_model {
+namespace {
+
+constexpr size_t kChunk = 3000;  // several chunks a unit, a partial one at the end
+
+std::string Folder() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::unique_ptr<Model> WideModel() { return *MakeTransformer(6, 64, 2, 8, 2); }
+
+TrainingRun HostOffloadRun(int stage, Offload offload, DType dtype, bool overlap) {
+  TrainingRun run;
+  run.world = 2;
+  run.steps = 4;
+  run.capacity = size_t{8} << 20;  // room for stage 1's whole gradients
+  run.config.stage = stage;
+  run.config.offload = offload;
+  run.config.param_dtype = dtype;
+  run.config.offload_overlap = overlap;
+  run.config.bucket_elements = 20'000;
+  run.config.persistence_threshold = 0;
+  run.config.prefetch_elements = 40'000;
+  run.config.max_live_elements = 80'000;
+  return run;
+}
+
+TrainingRun NvmeRun(TrainingRun run) {
+  run.config.offload_device = OffloadDevice::kNvme;
+  run.config.nvme_path = Folder();
+  run.config.nvme_chunk_elements = kChunk;
+  return run;
+}
+
+// stage, offload, dtype, overlap
+using Case = std::tuple<int, Offload, DType, bool>;
+
+class NvmeMatchesHostOffload : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NvmeMatchesHostOffload, BitForBit) {
+  const auto [stage, offload, dtype, overlap] = GetParam();
+  std::unique_ptr<Model> model = WideModel();
+  const TrainingRun host_run = HostOffloadRun(stage, offload, dtype, overlap);
+  std::vector<RankResult> host = TrainWithEngine(*model, host_run, AdamW());
+  std::vector<RankResult> nvme = TrainWithEngine(*model, NvmeRun(host_run), AdamW());
+  // Three buffers of three planes, each padded to the file's 4 KiB.
+  const size_t staging = 3 * ((3 * kChunk * sizeof(float) + 4095) / 4096 * 4096);
+  for (int r = 0; r < host_run.world; ++r) {
+    ASSERT_TRUE(host[r].status.ok()) << "rank " << r << ": " << host[r].status;
+    ASSERT_TRUE(nvme[r].status.ok()) << "rank " << r << ": " << nvme[r].status;
+    ExpectBitIdentical(host[r].params, nvme[r].params, "rank " + std::to_string(r));
+    const EngineStats& s = nvme[r].stats;
+    // Master and Adam's two moments of this rank's half, in the file.
+    EXPECT_GE(s.nvme_bytes, 3 * 4 * 300'000 / host_run.world);
+    EXPECT_GE(s.nvme_bytes_read, host_run.steps * s.nvme_bytes) << "read once a step, at least";
+    EXPECT_GE(s.nvme_bytes_written, host_run.steps * s.nvme_bytes);
+    // Host memory held the staging instead of the state (and, fp32, the
+    // piece to publish: the master itself is in the file).
+    const size_t publish = dtype == DType::kF32 && offload == Offload::kOptimizer ? s.nvme_bytes / 3 : 0;
+    EXPECT_LE(s.peak_host_bytes + s.nvme_bytes, host[r].stats.peak_host_bytes + staging + publish)
+        << "rank " << r;
+    EXPECT_EQ(s.pool.tag(Tag::kOptimizerState).peak, 0u);
+  }
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const auto [stage, offload, dtype, overlap] = info.param;
+  return "stage" + std::to_string(stage) +
+         (offload == Offload::kParameters ? "_params_" : "_optimizer_") +
+         std::string(Name(dtype)) + (overlap ? "_overlap" : "_after");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engine, NvmeMatchesHostOffload,
+    ::testing::Values(Case{1, Offload::kOptimizer, DType::kF32, true},
+                      Case{1, Offload::kOptimizer, DType::kBF16, false},
+                      Case{2, Offload::kOptimizer, DType::kF32, false},
+                      Case{2, Offload::kOptimizer, DType::kBF16, true},
+                      Case{3, Offload::kOptimizer, DType::kF32, true},
+                      Case{3, Offload::kOptimizer, DType::kBF16, false},
+                      Case{3, Offload::kParameters, DType::kF32, false},
+                      Case{3, Offload::kParameters, DType::kBF16, true}),
+    CaseName);
+
+TEST(OffloadNvme, AFolderThatCannotHoldTheFileIsAnErrorOnEveryRank) {
+  std::unique_ptr<Model> model = WideModel();
+  TrainingRun run = NvmeRun(HostOffloadRun(2, Offload::kOptimizer, DType::kF32, true));
+  run.config.nvme_path = Folder() + "/no/such/folder";
+  run.steps = 1;
+  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+  for (int r = 0; r < run.world; ++r) {
+    EXPECT_FALSE(ranks[r].status.ok()) << "rank " << r;
+    EXPECT_THAT(std::string(ranks[r].status.message()), ::testing::HasSubstr("/no/such/folder"))
+        << "rank " << r;
+  }
+}
+
+TEST(OffloadNvme, BadConfigurations) {
+  EngineConfig c;
+  c.stage = 2;
+  c.offload_device = OffloadDevice::kNvme;
+  c.nvme_path = Folder();
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument) << "without offload";
+  c.offload = Offload::kOptimizer;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.nvme_path.clear();
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument) << "without a path";
+}
+
+}  // namespace
+}  // namespace zero::testing_model
