@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
                                       .write_fault = options.write_fault}));
   std::unique_ptr<StateFile> file(new StateFile(planes, options.chunk_elements, std::move(store),
                                                 staging, options.has_bytes));
-  if (options.has_bytes) {
+  // On meta devices too, when given memory: the books then show the staging.
+  if (staging != nullptr) {
     const size_t bytes = NvmeStore::Padded(planes * options.chunk_elements * sizeof(float));
     for (int b = 0; b < kBuffers; ++b) {
       ASSIGN_OR_RETURN(void* buffer, staging->Allocate(bytes, Tag::kOptimizerState, nullptr,

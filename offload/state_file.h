@@ -36,7 +36,7 @@ struct StateFileOptions {
   std::string folder;                      // where the file goes (created, removed at the end)
   size_t chunk_elements = size_t{1} << 22;  // per plane per chunk
   bool direct_io = true;
-  bool has_bytes = true;  // false (meta devices): no file, no staging memory
+  bool has_bytes = true;  // false (meta devices): no file, no I/O, no calls back
   std::function<absl::Status(uint64_t offset, size_t bytes)> write_fault;  // test-only
 };
 
@@ -60,7 +60,8 @@ class StateFile {
       absl::FunctionRef<absl::Status(size_t offset, size_t count, std::span<float* const> planes)>;
 
   // Zero-filled planes over ranges of these element counts; staging comes
-  // from `staging` (pinned host memory), three buffers of planes x chunk.
+  // from `staging` (pinned host memory; may be null without bytes), three
+  // buffers of planes x chunk.
   static absl::StatusOr<std::unique_ptr<StateFile>> Create(int planes, std::vector<size_t> ranges,
                                                            MemoryResource* staging,
                                                            StateFileOptions options);
