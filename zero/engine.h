@@ -181,6 +181,8 @@ class Engine {
   // On meta devices fn is never called.
   using StateAccess = StateFile::Pass;
   absl::Status StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn);
+  // offload_device nvme: this rank's state file (empty otherwise).
+  std::string nvme_file() const;
   // The compute-facing stream (the caller's work, the optimizer) and the
   // one the collectives run on (the same with overlap_comm off).
   Stream* stream() const;

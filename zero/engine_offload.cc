@@ -188,6 +188,10 @@ absl::Status Engine::NarrowMaster(int unit, char* to) {
                           });
 }
 
+std::string Engine::nvme_file() const {
+  return state_file_ != nullptr ? state_file_->path() : std::string();
+}
+
 absl::Status Engine::StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn) {
   if (unit < 0 || unit >= ctx_->unit_count()) {
     return absl::InvalidArgumentError(

@@ -2,12 +2,16 @@
 // (offload_device nvme), stepped chunk by chunk. Training equals the host
 // offload bit for bit at every stage and precision, host memory holds only
 // the staging, and a folder that cannot hold the file is an error on every rank.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 #include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "base/status_macros.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
 
@@ -119,6 +123,58 @@ TEST(OffloadNvme, BadConfigurations) {
   EXPECT_TRUE(ValidateConfig(c).ok());
   c.nvme_path.clear();
   EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument) << "without a path";
+}
+
+// A file changed underneath on one rank: its step reads DataLoss, and the
+// other rank gets an error too instead of waiting for it.
+TEST(OffloadNvme, AFileChangedUnderneathIsAnErrorOnEveryRank) {
+  std::unique_ptr<Model> model = WideModel();
+  TrainingRun run = NvmeRun(HostOffloadRun(2, Offload::kOptimizer, DType::kF32, true));
+  run.steps = 2;
+  run.before_training = [](int rank, Engine& engine) -> absl::Status {
+    if (rank != 0) return absl::OkStatus();
+    const int fd = open(engine.nvme_file().c_str(), O_WRONLY);
+    if (fd < 0) return absl::InternalError("cannot open " + engine.nvme_file());
+    const char junk[16] = "not the state";
+    for (off_t at = 0; at < 64 * 4096; at += 4096) (void)pwrite(fd, junk, sizeof junk, at);
+    close(fd);
+    return absl::OkStatus();
+  };
+  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+  EXPECT_EQ(ranks[0].status.code(), absl::StatusCode::kDataLoss) << ranks[0].status;
+  EXPECT_THAT(std::string(ranks[0].status.message()), ::testing::HasSubstr("changed underneath"));
+  EXPECT_FALSE(ranks[1].status.ok()) << "rank 1 must not wait for rank 0 forever";
+}
+
+// What a checkpoint load does: every rank writes its owned state through
+// StreamOwnedState, then Restore rebuilds the parameters from it. The file
+// and host memory give the same training afterwards, bit for bit.
+TEST(OffloadNvme, StreamedOwnedStateRestoresLikeHostMemory) {
+  std::unique_ptr<Model> model = WideModel();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    TrainingRun run = HostOffloadRun(3, Offload::kOptimizer, dtype, false);
+    run.steps = 2;
+    run.before_training = [](int rank, Engine& engine) -> absl::Status {
+      for (int u = 0; u < static_cast<int>(engine.layout().units().size()); ++u) {
+        RETURN_IF_ERROR(engine.StreamOwnedState(
+            u, Engine::StateAccess::kWrite, [&](size_t at, size_t n, std::span<float* const> p) {
+              for (size_t i = 0; i < n; ++i) {
+                p[0][i] = 0.01f * static_cast<float>((at + i + u + rank) % 97) - 0.4f;
+                for (size_t s = 1; s < p.size(); ++s) p[s][i] = s == 2 ? 1e-4f : 1e-3f;
+              }
+              return absl::OkStatus();
+            }));
+      }
+      return engine.Restore({.steps = 3});
+    };
+    std::vector<RankResult> host = TrainWithEngine(*model, run, AdamW());
+    std::vector<RankResult> nvme = TrainWithEngine(*model, NvmeRun(run), AdamW());
+    for (int r = 0; r < run.world; ++r) {
+      ASSERT_TRUE(host[r].status.ok()) << host[r].status;
+      ASSERT_TRUE(nvme[r].status.ok()) << nvme[r].status;
+      ExpectBitIdentical(host[r].params, nvme[r].params, "rank " + std::to_string(r));
+    }
+  }
 }
 
 }  // namespace
