@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -105,6 +106,10 @@ TEST(OffloadNvme, AFolderThatCannotHoldTheFileIsAnErrorOnEveryRank) {
   TrainingRun run = NvmeRun(HostOffloadRun(2, Offload::kOptimizer, DType::kF32, true));
   run.config.nvme_path = Folder() + "/no/such/folder";
   run.steps = 1;
+  // Both ranks fail to open at once. abseil's strerror table is a function-
+  // local static in an uninstrumented library, whose guard TSan cannot see:
+  // build it here, before the ranks' threads.
+  (void)absl::ErrnoToStatus(ENOENT, "warm-up");
   std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
   for (int r = 0; r < run.world; ++r) {
     EXPECT_FALSE(ranks[r].status.ok()) << "rank " << r;
