@@ -361,12 +361,19 @@ size_t Pager::NextUse(uint64_t id) const { return forecast_.NextUse(id, position
 // forecast, go to the least recently used. Linear in the tensors: eviction is
 // rare next to the copy it causes.
 Pager::Tensor* Pager::PickVictim(size_t min_next_use) {
+  return PickFurthest(min_next_use, [this](uint64_t id, const Tensor& t) -> std::optional<size_t> {
+    if (t.device == nullptr || t.holds > 0) return std::nullopt;
+    return NextUse(id);
+  });
+}
+
+Pager::Tensor* Pager::PickFurthest(size_t min_next_use, NextUseFn next_use) {
   Tensor* victim = nullptr;
   size_t victim_next = 0;
   for (auto& [id, t] : tensors_) {
-    if (t.device == nullptr || t.holds > 0) continue;
-    const size_t next = NextUse(id);
-    if (next < min_next_use) continue;
+    const std::optional<size_t> use = next_use(id, t);
+    if (!use.has_value() || *use < min_next_use) continue;
+    const size_t next = *use;
     if (victim == nullptr || next > victim_next ||
         (next == victim_next && t.last_use < victim->last_use)) {
       victim = &t;

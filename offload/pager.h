@@ -33,10 +33,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -192,6 +194,11 @@ class Pager {
   absl::Status CheckNotHeld(const Tensor& t, absl::string_view verb) const;
   size_t NextUse(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Tensor* PickVictim(size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Of the tensors `next_use` gives a position for (nullopt: not a
+  // candidate), the one used furthest ahead, at least `min_next_use`.
+  using NextUseFn =
+      absl::FunctionRef<std::optional<size_t>(uint64_t id, const Tensor& t)>;
+  Tensor* PickFurthest(size_t min_next_use, NextUseFn next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t EvictableBytes(size_t min_next_use) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MakeRoom(const Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Evict(size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -18,19 +18,10 @@ size_t Pager::StagingBytes(const Tensor& t) const {
 // Furthest next use first, as on the device; a tensor on the device needs
 // its host block least (its next use reads the device copy).
 Pager::Tensor* Pager::PickStagingVictim(size_t min_next_use) {
-  Tensor* victim = nullptr;
-  size_t victim_next = 0;
-  for (auto& [id, t] : tensors_) {
-    if (t.host == nullptr || &t == moving_) continue;
-    const size_t next = t.device != nullptr ? AccessOrder::kNever : NextUse(id);
-    if (next < min_next_use) continue;
-    if (victim == nullptr || next > victim_next ||
-        (next == victim_next && t.last_use < victim->last_use)) {
-      victim = &t;
-      victim_next = next;
-    }
-  }
-  return victim;
+  return PickFurthest(min_next_use, [this](uint64_t id, const Tensor& t) -> std::optional<size_t> {
+    if (t.host == nullptr || &t == moving_) return std::nullopt;
+    return t.device != nullptr ? AccessOrder::kNever : NextUse(id);
+  });
 }
 
 absl::Status Pager::AllocateStaging(Tensor& t, size_t min_next_use) {

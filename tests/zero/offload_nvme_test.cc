@@ -29,18 +29,11 @@ std::string Folder() {
 std::unique_ptr<Model> WideModel() { return *MakeTransformer(6, 64, 2, 8, 2); }
 
 TrainingRun HostOffloadRun(int stage, Offload offload, DType dtype, bool overlap) {
-  TrainingRun run;
-  run.world = 2;
+  // Room for stage 1's whole gradients.
+  TrainingRun run = OffloadRun(stage, offload, size_t{8} << 20);
   run.steps = 4;
-  run.capacity = size_t{8} << 20;  // room for stage 1's whole gradients
-  run.config.stage = stage;
-  run.config.offload = offload;
   run.config.param_dtype = dtype;
   run.config.offload_overlap = overlap;
-  run.config.bucket_elements = 20'000;
-  run.config.persistence_threshold = 0;
-  run.config.prefetch_elements = 40'000;
-  run.config.max_live_elements = 80'000;
   return run;
 }
 
