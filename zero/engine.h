@@ -177,10 +177,14 @@ class Engine {
   // thread: `fn(offset, count, planes)` gets elements [offset, offset +
   // count) of the piece, planes[0] the master weights and planes[1 + i]
   // optimizer state i, in host memory valid during the call. kRead hands
-  // over what is there; kWrite takes what fn leaves (every element once).
-  // On meta devices fn is never called.
+  // over what is there; kWrite takes what fn leaves in every plane (every
+  // element once); kUpdate both (to write some planes, keep the others).
+  // On meta devices fn is never called. The second form: elements [begin,
+  // begin + count) of the piece only.
   using StateAccess = StateFile::Pass;
   absl::Status StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn);
+  absl::Status StreamOwnedState(int unit, size_t begin, size_t count, StateAccess access,
+                                StateFile::ChunkFn fn);
   // offload_device nvme: this rank's state file (empty otherwise).
   std::string nvme_file() const;
   // The compute-facing stream (the caller's work, the optimizer) and the

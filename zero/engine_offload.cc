@@ -193,21 +193,29 @@ std::string Engine::nvme_file() const {
 }
 
 absl::Status Engine::StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn) {
-  if (unit < 0 || unit >= ctx_->unit_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("no unit %d (there are %d)", unit, ctx_->unit_count()));
+  const bool known = unit >= 0 && unit < ctx_->unit_count();
+  return StreamOwnedState(unit, 0, known ? ctx_->unit(unit).shard : 0, access, fn);
+}
+
+absl::Status Engine::StreamOwnedState(int unit, size_t begin, size_t count, StateAccess access,
+                                      StateFile::ChunkFn fn) {
+  if (unit < 0 || unit >= ctx_->unit_count() || begin + count > ctx_->unit(unit).shard ||
+      begin + count < begin) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no elements [%d, %d) in the owned piece of unit %d (%d units)", begin, begin + count,
+        unit, ctx_->unit_count()));
   }
-  if (!ctx_->has_bytes) return absl::OkStatus();
-  if (state_file_ != nullptr) return state_file_->Run(unit, access, fn);
+  if (!ctx_->has_bytes || count == 0) return absl::OkStatus();
+  if (state_file_ != nullptr) return state_file_->Run(unit, begin, count, access, fn);
   if (ctx_->on_card() && !ctx_->offload()) {
     return absl::FailedPreconditionError(
         "the owned state is in card memory: copy it from owned_state() on stream()");
   }
   RETURN_IF_ERROR(ctx_->stream->Synchronize());
   OwnedState owned = owned_state(unit);
-  std::vector<float*> planes = {owned.master};
-  planes.insert(planes.end(), owned.state.begin(), owned.state.end());
-  return fn(0, ctx_->unit(unit).shard, planes);
+  std::vector<float*> planes = {owned.master + begin};
+  for (float* state : owned.state) planes.push_back(state + begin);
+  return fn(begin, count, planes);
 }
 
 }  // namespace zero
