@@ -1,6 +1,9 @@
 #include "offload/pager.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -25,6 +28,7 @@ std::string_view ResidencyName(Residency residency) {
   switch (residency) {
     case Residency::kDevice: return "device";
     case Residency::kHost: return "host";
+    case Residency::kNvme: return "nvme";
   }
   return "?";
 }
@@ -46,14 +50,31 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
         "pager: host pool (%s) and %s devices disagree on having bytes",
         std::string(host_pool->source_name()), std::string(DeviceKindName(system->kind()))));
   }
+  std::unique_ptr<NvmeStore> nvme;
+  if (!options.nvme_path.empty()) {
+    if (options.host_budget_bytes == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "pager: with an NVMe folder (%s) the host staging budget must be more than zero bytes",
+          options.nvme_path));
+    }
+    // One file per pager: ranks and pagers of one process never share one.
+    static std::atomic<int> instances{0};
+    const std::string name =
+        absl::StrFormat("zero-pager-%d-device%d-%d.swap", getpid(), device, instances++);
+    ASSIGN_OR_RETURN(nvme, NvmeStore::Create(options.nvme_path, name,
+                                             {.has_bytes = system->backend().has_bytes(),
+                                              .direct = options.direct_io,
+                                              .write_fault = options.nvme_write_fault}));
+  }
   ASSIGN_OR_RETURN(Stream* in, system->CreateStream(device));
   ASSIGN_OR_RETURN(Stream* out, system->CreateStream(device));
-  return std::unique_ptr<Pager>(
-      new Pager(system, device, host_pool, in, out, options.budget_bytes));
+  return std::unique_ptr<Pager>(new Pager(system, device, host_pool, in, out,
+                                          options.budget_bytes, std::move(nvme),
+                                          options.host_budget_bytes));
 }
 
 Pager::Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream* in,
-             Stream* out, size_t budget)
+             Stream* out, size_t budget, std::unique_ptr<NvmeStore> nvme, size_t host_budget)
     : system_(system),
       device_(device),
       device_pool_(system->pool(device)),
@@ -61,8 +82,11 @@ Pager::Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream
       in_(in),
       out_(out),
       has_bytes_(system->backend().has_bytes()),
+      nvme_(std::move(nvme)),
+      host_budget_(nvme_ != nullptr ? host_budget : 0),
       budget_(budget) {
   stats_.budget = budget;
+  stats_.host_budget = host_budget_;
 }
 
 Pager::~Pager() {
@@ -72,7 +96,7 @@ Pager::~Pager() {
   for (auto& [id, t] : tensors_) {
     for (const auto& e : t.uses) (void)e->Synchronize();
     if (t.device != nullptr) (void)device_pool_.Deallocate(t.device, t.bytes, out_);
-    (void)host_pool_->Deallocate(t.host, t.bytes, nullptr);
+    if (t.host != nullptr) (void)host_pool_->Deallocate(t.host, StagingBytes(t), nullptr);
   }
 }
 
@@ -104,16 +128,25 @@ absl::StatusOr<TensorHandle> Pager::Register(size_t bytes, Tag tag, std::string 
         "pager: tensor '%s' (%s) is larger than the whole device budget (%s)", name,
         FormatBytes(bytes), FormatBytes(budget_)));
   }
-  // The first stream to touch a home block is the page-in stream (it reads
-  // it), so allocating on it orders the block after its previous owner.
-  ASSIGN_OR_RETURN(void* host, host_pool_->Allocate(bytes, tag, in_));
-  const uint64_t id = next_id_++;
-  Tensor& t = tensors_[id];
+  if (nvme_ != nullptr && 2 * NvmeStore::Padded(bytes) > host_budget_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pager: tensor '%s' (%s) is larger than half the host staging budget (%s)", name,
+        FormatBytes(bytes), FormatBytes(host_budget_)));
+  }
+  Tensor t;
   t.name = std::move(name);
   t.bytes = bytes;
   t.tag = tag;
-  t.host = host;
-  stats_.host_bytes += bytes;
+  if (nvme_ != nullptr) {
+    ASSIGN_OR_RETURN(t.slot, nvme_->Allocate(bytes));
+  } else {
+    // The first stream to touch a home block is the page-in stream (it
+    // reads it), so allocating on it orders the block after its previous owner.
+    ASSIGN_OR_RETURN(t.host, host_pool_->Allocate(bytes, tag, in_));
+  }
+  const uint64_t id = next_id_++;
+  (nvme_ != nullptr ? stats_.nvme_bytes : stats_.host_bytes) += bytes;
+  tensors_[id] = std::move(t);
   ++stats_.tensors;
   return TensorHandle{id};
 }
@@ -125,14 +158,16 @@ absl::Status Pager::Unregister(TensorHandle handle) {
   // Both blocks are freed on the page-out stream once it has waited for
   // every copy and use, so whoever gets them next waits for all of that.
   RETURN_IF_ERROR(OrderOutAfterUses(*t));
-  if (t->device != nullptr) {
-    RETURN_IF_ERROR(device_pool_.Deallocate(t->device, t->bytes, out_));
-    stats_.device_bytes -= t->bytes;
-  } else {
-    stats_.host_bytes -= t->bytes;
-  }
+  const Residency from = Where(*t);
+  if (t->device != nullptr) RETURN_IF_ERROR(device_pool_.Deallocate(t->device, t->bytes, out_));
   t->device = nullptr;
-  RETURN_IF_ERROR(host_pool_->Deallocate(t->host, t->bytes, out_));
+  if (t->host != nullptr) {
+    RETURN_IF_ERROR(host_pool_->Deallocate(t->host, StagingBytes(*t), out_));
+    if (nvme_ != nullptr) stats_.staging_bytes -= StagingBytes(*t);
+  }
+  t->host = nullptr;
+  if (nvme_ != nullptr) RETURN_IF_ERROR(nvme_->Free(t->slot));
+  BytesIn(from) -= t->bytes;
   tensors_.erase(handle.id);
   --stats_.tensors;
   return absl::OkStatus();
@@ -202,12 +237,18 @@ absl::Status Pager::PageIn(TensorHandle handle) {
   return PageInLocked(*t, 0);
 }
 
-absl::Status Pager::PageOut(TensorHandle handle) {
+absl::Status Pager::PageOut(TensorHandle handle, Residency to) {
+  if (to == Residency::kDevice || (to == Residency::kNvme && nvme_ == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pager: cannot page out to %s%s", std::string(ResidencyName(to)),
+        to == Residency::kNvme ? " (this pager has no NVMe folder)" : ""));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   RETURN_IF_ERROR(CheckNotHeld(*t, "page out"));
-  if (t->device == nullptr) return absl::OkStatus();
-  return PageOutLocked(*t);
+  if (t->device != nullptr) RETURN_IF_ERROR(PageOutLocked(*t));
+  if (to == Residency::kNvme && t->host != nullptr) RETURN_IF_ERROR(WriteBack(*t));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> Pager::Prefetch(int n) {
@@ -270,12 +311,40 @@ absl::StatusOr<Residency> Pager::residency(TensorHandle handle) const {
     return absl::NotFoundError(
         absl::StrFormat("pager: tensor handle %d is not registered", handle.id));
   }
-  return it->second.device != nullptr ? Residency::kDevice : Residency::kHost;
+  return Where(it->second);
+}
+
+Residency Pager::Where(const Tensor& t) {
+  if (t.device != nullptr) return Residency::kDevice;
+  return t.host != nullptr ? Residency::kHost : Residency::kNvme;
+}
+
+size_t& Pager::BytesIn(Residency residency) {
+  switch (residency) {
+    case Residency::kDevice: return stats_.device_bytes;
+    case Residency::kHost: return stats_.host_bytes;
+    case Residency::kNvme: break;
+  }
+  return stats_.nvme_bytes;
+}
+
+void Pager::Recount(const Tensor& t, Residency from) {
+  BytesIn(from) -= t.bytes;
+  BytesIn(Where(t)) += t.bytes;
+  stats_.peak_device_bytes = std::max(stats_.peak_device_bytes, stats_.device_bytes);
 }
 
 PagerStats Pager::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  PagerStats stats = stats_;
+  if (nvme_ != nullptr) {
+    const NvmeStoreStats file = nvme_->stats();
+    stats.file_reads = file.reads;
+    stats.file_writes = file.writes;
+    stats.bytes_read = file.bytes_read;
+    stats.bytes_written = file.bytes_written;
+  }
+  return stats;
 }
 
 absl::Status Pager::Synchronize() {
@@ -292,12 +361,19 @@ size_t Pager::NextUse(uint64_t id) const { return forecast_.NextUse(id, position
 // forecast, go to the least recently used. Linear in the tensors: eviction is
 // rare next to the copy it causes.
 Pager::Tensor* Pager::PickVictim(size_t min_next_use) {
+  return PickFurthest(min_next_use, [this](uint64_t id, const Tensor& t) -> std::optional<size_t> {
+    if (t.device == nullptr || t.holds > 0) return std::nullopt;
+    return NextUse(id);
+  });
+}
+
+Pager::Tensor* Pager::PickFurthest(size_t min_next_use, NextUseFn next_use) {
   Tensor* victim = nullptr;
   size_t victim_next = 0;
   for (auto& [id, t] : tensors_) {
-    if (t.device == nullptr || t.holds > 0) continue;
-    const size_t next = NextUse(id);
-    if (next < min_next_use) continue;
+    const std::optional<size_t> use = next_use(id, t);
+    if (!use.has_value() || *use < min_next_use) continue;
+    const size_t next = *use;
     if (victim == nullptr || next > victim_next ||
         (next == victim_next && t.last_use < victim->last_use)) {
       victim = &t;
@@ -361,6 +437,16 @@ absl::StatusOr<void*> Pager::AllocateDevice(const Tensor& t, size_t min_next_use
 
 absl::Status Pager::PageInLocked(Tensor& t, size_t min_next_use) {
   RETURN_IF_ERROR(MakeRoom(t, min_next_use));
+  // Evictions on the way need staging blocks too: never this tensor's.
+  moving_ = &t;
+  absl::Status moved = MoveIn(t, min_next_use);
+  moving_ = nullptr;
+  return moved;
+}
+
+absl::Status Pager::MoveIn(Tensor& t, size_t min_next_use) {
+  if (nvme_ != nullptr) RETURN_IF_ERROR(StageIn(t, min_next_use));
+  const Residency from = Where(t);
   ASSIGN_OR_RETURN(void* device, AllocateDevice(t, min_next_use));
   const bool copy = has_bytes_ && t.host_valid;
   absl::Status status;
@@ -378,9 +464,11 @@ absl::Status Pager::PageInLocked(Tensor& t, size_t min_next_use) {
   t.device = device;
   t.dirty = false;
   t.uses.clear();
-  stats_.host_bytes -= t.bytes;
-  stats_.device_bytes += t.bytes;
-  stats_.peak_device_bytes = std::max(stats_.peak_device_bytes, stats_.device_bytes);
+  // The file holds what the staging block does: it goes back behind the copy.
+  if (nvme_ != nullptr && t.host != nullptr && !t.host_dirty) {
+    RETURN_IF_ERROR(FreeStaging(t, in_));
+  }
+  Recount(t, from);
   ++stats_.page_ins;
   if (copy) stats_.bytes_paged_in += t.bytes;
   return absl::OkStatus();
@@ -395,6 +483,11 @@ absl::Status Pager::OrderOutAfterUses(Tensor& t) {
 
 absl::Status Pager::PageOutLocked(Tensor& t) {
   RETURN_IF_ERROR(OrderOutAfterUses(t));
+  const Residency from = Where(t);
+  if (nvme_ != nullptr && t.dirty) {
+    if (t.host == nullptr) RETURN_IF_ERROR(AllocateStaging(t, 0));
+    t.host_dirty = true;  // also on meta: the file's books count the write-back
+  }
   const bool copy = has_bytes_ && t.dirty;
   if (copy) {
     RETURN_IF_ERROR(out_->Copy(t.host, t.device, t.bytes));
@@ -408,8 +501,7 @@ absl::Status Pager::PageOutLocked(Tensor& t) {
   t.device = nullptr;
   t.dirty = false;
   t.uses.clear();
-  stats_.device_bytes -= t.bytes;
-  stats_.host_bytes += t.bytes;
+  Recount(t, from);
   ++stats_.page_outs;
   return absl::OkStatus();
 }

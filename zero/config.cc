@@ -26,6 +26,13 @@ absl::Status ValidateConfig(const EngineConfig& config) {
   if (config.offload != Offload::kNone && config.stage == 0) {
     return absl::InvalidArgumentError("offload needs stage 1, 2 or 3 (it moves the owned pieces)");
   }
+  if (config.offload_device == OffloadDevice::kNvme &&
+      (config.offload == Offload::kNone || config.nvme_path.empty() ||
+       config.nvme_chunk_elements == 0)) {
+    return absl::InvalidArgumentError(
+        "offload_device nvme needs offload (optimizer or parameters), an nvme_path and "
+        "nvme_chunk_elements > 0");
+  }
   if (!(config.max_grad_norm >= 0.0)) {
     return absl::InvalidArgumentError("max_grad_norm must be >= 0");
   }

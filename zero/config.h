@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
 #include "base/dtype.h"
@@ -14,6 +15,11 @@ namespace zero {
 // reduced gradients in pinned host memory and steps on the CPU; kParameters
 // (stage 3) also keeps the parameter pieces on the host between fetches.
 enum class Offload { kNone, kOptimizer, kParameters };
+
+// Where offloaded master weights and optimizer state live (DeepSpeed's
+// offload_optimizer.device): pinned host memory, or a file per rank on local
+// NVMe streamed chunk by chunk through bounded staging (ZeRO-Infinity).
+enum class OffloadDevice { kCpu, kNvme };
 
 struct EngineConfig {
   // 0: data parallel (all-reduce); 1: + optimizer state sharded; 2: +
@@ -40,6 +46,12 @@ struct EngineConfig {
   Offload offload = Offload::kNone;
   // Pinned host bytes the offload engine may use (0: as much as it needs).
   size_t host_capacity = 0;
+  OffloadDevice offload_device = OffloadDevice::kCpu;
+  // With kNvme: the folder for each rank's state file (DeepSpeed's
+  // nvme_path), and the elements per chunk of the streamed step (three
+  // staging buffers of (1 + optimizer states) x 4 bytes x this).
+  std::string nvme_path;
+  size_t nvme_chunk_elements = size_t{1} << 22;
   // With offload, step each unit on the CPU as soon as its gradients of
   // the step's last micro-batch are reduced, overlapping the rest of
   // backward (off when clipping or loss scaling need every gradient first).

@@ -95,7 +95,11 @@ absl::Status Engine::Init() {
   const Placement placement = PlaceStates(c, optimizer_->state_buffers(),
                                           ctx_->layout.padded_numel(), ctx_->layout.shard_numel());
   if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(CreateHostMemory());
-  ASSIGN_OR_RETURN(states_, ModelStates::Allocate(*ctx_, placement, host_.get()));
+  if (placement.bytes(Home::kNvme) > 0) {
+    // A rank whose file fails must not leave its peers waiting.
+    if (absl::Status s = CreateStateFile(); !s.ok()) return Fail(s);
+  }
+  ASSIGN_OR_RETURN(states_, ModelStates::Allocate(*ctx_, placement.InMemory(), host_.get()));
   ASSIGN_OR_RETURN(gatherer_, ParameterGatherer::Create(*ctx_, *states_));
   reducer_ = std::make_unique<GradientReducer>(*ctx_, *states_,
                                                [this](int unit) { return OnUnitReduced(unit); });
@@ -189,8 +193,8 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
   for (const Piece& piece : layout.PiecesOf(id)) {
     if (piece.rank != ctx_->rank || (stage < 3 && !ctx_->master_apart) || stage == 0) continue;
     if (ctx_->master_apart) {
-      RETURN_IF_ERROR(stream->Copy(states_->master_data() + piece.shard_offset,
-                                   values.data() + piece.param_offset, piece.count * 4));
+      RETURN_IF_ERROR(WriteMaster(p.unit, piece.shard_offset - ctx_->unit(p.unit).shard_offset,
+                                  values.data() + piece.param_offset, piece.count));
     }
     if (stage == 3) {
       RETURN_IF_ERROR(stream->Copy(states_->params_at(piece.shard_offset),
@@ -227,6 +231,9 @@ EngineStats Engine::stats() const {
                      .host_bytes = static_cast<size_t>(host.bytes.current),
                      .peak_host_bytes = static_cast<size_t>(host.bytes.peak),
                      .early_unit_updates = early_unit_updates_,
+                     .nvme_bytes = state_file_ ? state_file_->stats().state_bytes : 0,
+                     .nvme_bytes_read = state_file_ ? state_file_->stats().bytes_read : 0,
+                     .nvme_bytes_written = state_file_ ? state_file_->stats().bytes_written : 0,
                      .comm = ctx_->comm->stats()};
 }
 

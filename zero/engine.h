@@ -37,6 +37,7 @@
 #include "memory/device_system.h"
 #include "memory/statistics_adaptor.h"
 #include "offload/host_pool.h"
+#include "offload/state_file.h"
 #include "optimizers/loss_scaler.h"
 #include "optimizers/optimizer.h"
 #include "zero/buffer.h"
@@ -73,6 +74,9 @@ struct EngineStats {
   // Bytes the engine holds in host memory (offload), as requested.
   size_t host_bytes = 0, peak_host_bytes = 0;
   int64_t early_unit_updates = 0;  // offload_overlap: units stepped during backward
+  // offload_device nvme: the state the rank's file holds, and its traffic.
+  size_t nvme_bytes = 0;
+  uint64_t nvme_bytes_read = 0, nvme_bytes_written = 0;
   CommStats comm;
 };
 
@@ -162,12 +166,27 @@ class Engine {
   // For checkpoints (zero/checkpoint/). This rank's owned piece of unit `u`:
   // flat elements [units[u].offset + rank * shard, + shard) as fp32 master
   // weights and one buffer per optimizer state. In device memory (pinned
-  // host memory with offload; null on meta devices): copy on stream().
+  // host memory with offload; null on meta devices and with the state on
+  // NVMe, where StreamOwnedState reaches it): copy on stream().
   struct OwnedState {
     float* master;
     std::vector<float*> state;
   };
   OwnedState owned_state(int unit);
+  // The same piece wherever it lives, chunk by chunk, on the calling
+  // thread: `fn(offset, count, planes)` gets elements [offset, offset +
+  // count) of the piece, planes[0] the master weights and planes[1 + i]
+  // optimizer state i, in host memory valid during the call. kRead hands
+  // over what is there; kWrite takes what fn leaves in every plane (every
+  // element once); kUpdate both (to write some planes, keep the others).
+  // On meta devices fn is never called. The second form: elements [begin,
+  // begin + count) of the piece only.
+  using StateAccess = StateFile::Pass;
+  absl::Status StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn);
+  absl::Status StreamOwnedState(int unit, size_t begin, size_t count, StateAccess access,
+                                StateFile::ChunkFn fn);
+  // offload_device nvme: this rank's state file (empty otherwise).
+  std::string nvme_file() const;
   // The compute-facing stream (the caller's work, the optimizer) and the
   // one the collectives run on (the same with overlap_comm off).
   Stream* stream() const;
@@ -203,6 +222,10 @@ class Engine {
   // mixed. Enqueued on the card's stream, or run on the calling thread.
   absl::Status RunOptimizer(int unit, std::span<float> master, size_t state_offset, void* copy,
                             int64_t step, GradScale grad_scale, bool on_card);
+  // The same over given state spans and gradients (a chunk of a piece).
+  absl::Status RunOptimizerOn(std::span<float> master, std::span<const std::span<float>> state,
+                              const void* grads, void* copy, int64_t step, GradScale grad_scale,
+                              bool on_card);
   // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
   float MeanGradScale() const;
   // Enqueues on stream() the global norm of the mean gradient and the
@@ -227,6 +250,15 @@ class Engine {
   absl::Status UpdateOffloaded(GradScale grad_scale);
   bool UpdatesEarly() const;  // offload_overlap applies to this micro-batch
   absl::Status OnUnitReduced(int unit);  // posts the unit's early CPU step if it applies
+  // offload_device nvme: the rank's state file, the step streamed through it,
+  // writes of master elements [offset, + count) of a unit's piece, and the
+  // master's model-dtype copy rebuilt from it (into the host piece to publish).
+  absl::Status CreateStateFile();
+  absl::Status StepOnNvme(int unit, int64_t step, float grad_scale);
+  absl::Status WriteMaster(int unit, size_t offset, const float* values, size_t count);
+  absl::Status NarrowMaster(int unit, char* to);
+  // Where the CPU step leaves the unit's updated model-dtype piece.
+  char* UpdatedPiece(int unit) const;
 
   // Restore (engine_restore.cc).
   absl::Status RestoreUnit(int unit);
@@ -244,6 +276,7 @@ class Engine {
   std::unique_ptr<PinnedHostPool> own_host_pool_;
   std::unique_ptr<StatisticsAdaptor> host_;
 
+  std::unique_ptr<StateFile> state_file_;        // offload_device nvme; else null
   std::unique_ptr<ModelStates> states_;          // zero/internal/model_states.h
   std::unique_ptr<GradientReducer> reducer_;     // zero/internal/gradient_reducer.h
   std::unique_ptr<ParameterGatherer> gatherer_;  // zero/internal/parameter_gatherer.h

@@ -16,6 +16,7 @@
 #include "zero/internal/parameter_gatherer.h"
 #include "zero/internal/rank_context.h"
 #include "zero/internal/serial_worker.h"
+#include "zero/precision.h"
 
 namespace zero {
 
@@ -70,18 +71,27 @@ absl::Status Engine::OnUnitReduced(int unit) {
   return absl::OkStatus();
 }
 
+// Parameters kept on the host are updated in place; otherwise the model-
+// dtype piece waits on the host to be published (fp32 on the host: the
+// master itself, unless that is in the NVMe file).
+char* Engine::UpdatedPiece(int unit) const {
+  if (ctx_->config.offload == Offload::kParameters) return states_->ModelPiece(unit);
+  if (ctx_->mixed || state_file_ != nullptr) return states_->HostModelPiece(unit);
+  return reinterpret_cast<char*>(states_->MasterPiece(unit));
+}
+
 absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
   if (!ctx_->has_bytes) return absl::OkStatus();
+  if (state_file_ != nullptr) return StepOnNvme(unit, step, grad_scale);
   const Unit& u = ctx_->unit(unit);
   float* master = states_->MasterPiece(unit);
-  const bool params_home = ctx_->config.offload == Offload::kParameters;
-  void* copy = nullptr;
-  if (ctx_->mixed) copy = params_home ? states_->ModelPiece(unit) : states_->HostModelPiece(unit);
-  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset, copy, step,
-                               GradScale{grad_scale}, /*on_card=*/false));
+  char* updated = UpdatedPiece(unit);
+  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset,
+                               ctx_->mixed ? updated : nullptr, step, GradScale{grad_scale},
+                               /*on_card=*/false));
   // fp32 parameters kept on the host are the master's copy.
-  if (!ctx_->mixed && params_home) {
-    std::memcpy(states_->ModelPiece(unit), master, u.shard * sizeof(float));
+  if (!ctx_->mixed && updated != reinterpret_cast<char*>(master)) {
+    std::memcpy(updated, master, u.shard * sizeof(float));
   }
   return absl::OkStatus();
 }
@@ -90,9 +100,8 @@ absl::Status Engine::PublishUnit(int unit) {
   if (ctx_->config.offload == Offload::kParameters) return absl::OkStatus();
   const Unit& u = ctx_->unit(unit);
   if (ctx_->has_bytes) {
-    const void* updated = ctx_->mixed ? static_cast<const void*>(states_->HostModelPiece(unit))
-                                      : states_->MasterPiece(unit);
-    RETURN_IF_ERROR(ctx_->stream->Copy(states_->ModelPiece(unit), updated, u.shard * ctx_->esize));
+    RETURN_IF_ERROR(
+        ctx_->stream->Copy(states_->ModelPiece(unit), UpdatedPiece(unit), u.shard * ctx_->esize));
   }
   if (ctx_->config.stage == 3) return absl::OkStatus();
   return gatherer_->Publish(unit);
@@ -117,6 +126,96 @@ absl::Status Engine::UpdateOffloaded(GradScale grad_scale) {
   }
   for (int u = 0; u < ctx_->unit_count(); ++u) RETURN_IF_ERROR(PublishUnit(u));
   return absl::OkStatus();
+}
+
+
+// ---- ZeRO-Infinity: master weights and optimizer state on NVMe ----------------
+
+absl::Status Engine::CreateStateFile() {
+  const EngineConfig& c = ctx_->config;
+  if (host_ == nullptr) RETURN_IF_ERROR(CreateHostMemory());
+  std::vector<size_t> pieces;
+  for (int u = 0; u < ctx_->unit_count(); ++u) pieces.push_back(ctx_->unit(u).shard);
+  absl::StatusOr<std::unique_ptr<StateFile>> file =
+      StateFile::Create(1 + optimizer_->state_buffers(), std::move(pieces), host_.get(),
+                        {.folder = c.nvme_path,
+                         .chunk_elements = c.nvme_chunk_elements,
+                         .has_bytes = ctx_->has_bytes});
+  if (!file.ok()) {
+    return Annotate(file.status(),
+                    absl::StrFormat("rank %d: optimizer state on NVMe", ctx_->rank));
+  }
+  state_file_ = *std::move(file);
+  return absl::OkStatus();
+}
+
+// The same optimizer call as StepOnHost, one chunk at a time while the next
+// is read and the previous written (StateFile::Run).
+absl::Status Engine::StepOnNvme(int unit, int64_t step, float grad_scale) {
+  const size_t esize = ctx_->esize;
+  const char* grads = states_->OwnedGrads(unit);
+  char* updated = UpdatedPiece(unit);
+  absl::Status stepped = state_file_->Run(
+      unit, StateFile::Pass::kUpdate, [&](size_t at, size_t n, std::span<float* const> planes) {
+        std::vector<std::span<float>> state;
+        for (size_t p = 1; p < planes.size(); ++p) state.emplace_back(planes[p], n);
+        RETURN_IF_ERROR(RunOptimizerOn({planes[0], n}, state, grads + at * esize,
+                                       ctx_->mixed ? updated + at * esize : nullptr, step,
+                                       GradScale{grad_scale}, /*on_card=*/false));
+        if (!ctx_->mixed) std::memcpy(updated + at * esize, planes[0], n * sizeof(float));
+        return absl::OkStatus();
+      });
+  return Annotate(stepped, absl::StrFormat("rank %d: step of unit %d", ctx_->rank, unit));
+}
+
+absl::Status Engine::WriteMaster(int unit, size_t offset, const float* values, size_t count) {
+  if (state_file_ == nullptr) {
+    return ctx_->stream->Copy(states_->MasterPiece(unit) + offset, values, count * sizeof(float));
+  }
+  // An update, not a write: the optimizer state beside it stays.
+  return state_file_->Run(unit, offset, count, StateFile::Pass::kUpdate,
+                          [&](size_t at, size_t n, std::span<float* const> planes) {
+                            std::memcpy(planes[0], values + (at - offset), n * sizeof(float));
+                            return absl::OkStatus();
+                          });
+}
+
+absl::Status Engine::NarrowMaster(int unit, char* to) {
+  return state_file_->Run(unit, StateFile::Pass::kRead,
+                          [&](size_t at, size_t n, std::span<float* const> planes) {
+                            Narrow(planes[0], to + at * ctx_->esize, ctx_->dtype, n);
+                            return absl::OkStatus();
+                          });
+}
+
+std::string Engine::nvme_file() const {
+  return state_file_ != nullptr ? state_file_->path() : std::string();
+}
+
+absl::Status Engine::StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn) {
+  const bool known = unit >= 0 && unit < ctx_->unit_count();
+  return StreamOwnedState(unit, 0, known ? ctx_->unit(unit).shard : 0, access, fn);
+}
+
+absl::Status Engine::StreamOwnedState(int unit, size_t begin, size_t count, StateAccess access,
+                                      StateFile::ChunkFn fn) {
+  if (unit < 0 || unit >= ctx_->unit_count() || begin + count > ctx_->unit(unit).shard ||
+      begin + count < begin) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no elements [%d, %d) in the owned piece of unit %d (%d units)", begin, begin + count,
+        unit, ctx_->unit_count()));
+  }
+  if (!ctx_->has_bytes || count == 0) return absl::OkStatus();
+  if (state_file_ != nullptr) return state_file_->Run(unit, begin, count, access, fn);
+  if (ctx_->on_card() && !ctx_->offload()) {
+    return absl::FailedPreconditionError(
+        "the owned state is in card memory: copy it from owned_state() on stream()");
+  }
+  RETURN_IF_ERROR(ctx_->stream->Synchronize());
+  OwnedState owned = owned_state(unit);
+  std::vector<float*> planes = {owned.master + begin};
+  for (float* state : owned.state) planes.push_back(state + begin);
+  return fn(begin, count, planes);
 }
 
 }  // namespace zero

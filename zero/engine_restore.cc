@@ -13,6 +13,10 @@ namespace zero {
 Engine::OwnedState Engine::owned_state(int unit) {
   OwnedState owned{.master = nullptr, .state = {}};
   std::vector<Buffer>& state = states_->optimizer_state();
+  if (state_file_ != nullptr) {  // in the file: StreamOwnedState
+    owned.state.assign(optimizer_->state_buffers(), nullptr);
+    return owned;
+  }
   if (!ctx_->has_bytes) {
     owned.state.assign(state.size(), nullptr);
     return owned;
@@ -64,11 +68,17 @@ absl::Status Engine::RestoreUnit(int unit) {
     }
     if (!ctx.master_apart) return absl::OkStatus();
   }
-  if (ctx.master_apart) {
-    if (ctx.has_bytes) {
-      RETURN_IF_ERROR(ctx.elementwise->Narrow(states_->ModelPiece(unit), states_->MasterPiece(unit),
-                                              u.shard, ctx.dtype, ctx.stream));
+  if (ctx.master_apart && ctx.has_bytes && state_file_ != nullptr) {
+    // From the file through the host piece that steps publish from.
+    char* host = UpdatedPiece(unit);
+    RETURN_IF_ERROR(ctx.stream->Synchronize());  // the last publish may still read it
+    RETURN_IF_ERROR(NarrowMaster(unit, host));
+    if (host != states_->ModelPiece(unit)) {
+      RETURN_IF_ERROR(ctx.stream->Copy(states_->ModelPiece(unit), host, u.shard * ctx.esize));
     }
+  } else if (ctx.master_apart && ctx.has_bytes) {
+    RETURN_IF_ERROR(ctx.elementwise->Narrow(states_->ModelPiece(unit), states_->MasterPiece(unit),
+                                            u.shard, ctx.dtype, ctx.stream));
   }
   if (ctx.config.stage == 3) return absl::OkStatus();
   return ctx.comm->AllGather(states_->ModelPiece(unit), states_->WholeParams(unit), u.shard,

@@ -58,8 +58,15 @@ absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t stat
   for (Buffer& s : states_->optimizer_state()) {
     state.emplace_back(s.data<float>() + state_offset, master.size());
   }
+  return RunOptimizerOn(master, state, states_->OwnedGrads(unit), copy, step, grad_scale, on_card);
+}
+
+absl::Status Engine::RunOptimizerOn(std::span<float> master,
+                                    std::span<const std::span<float>> state, const void* grads,
+                                    void* copy, int64_t step, GradScale grad_scale,
+                                    bool on_card) {
   StepArgs args{.params = master,
-                .grads = states_->OwnedGrads(unit),
+                .grads = grads,
                 .grad_dtype = ctx_->dtype,
                 .state = state,
                 .step = step,

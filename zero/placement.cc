@@ -10,6 +10,14 @@ size_t Placement::bytes(Home home) const {
   return total;
 }
 
+Placement Placement::InMemory() const {
+  Placement memory = *this;
+  for (Placed& p : memory.states) {
+    if (p.home == Home::kNvme) p = Placed{};
+  }
+  return memory;
+}
+
 Placement PlaceStates(const EngineConfig& config, int state_buffers, size_t full, size_t shard) {
   const int stage = config.stage;
   const size_t e = SizeOf(config.param_dtype);
@@ -19,6 +27,9 @@ Placement PlaceStates(const EngineConfig& config, int state_buffers, size_t full
   // Offloaded states are this rank's pieces even at stage 0's sizes: the
   // offload engine requires stage >= 1 (ValidateConfig).
   const Home owned_home = offload ? Home::kHost : Home::kDevice;
+  // ZeRO-Infinity: master weights and optimizer state in the NVMe file.
+  const bool nvme = offload && config.offload_device == OffloadDevice::kNvme;
+  const Home state_home = nvme ? Home::kNvme : owned_home;
   Placement p;
   auto set = [&p](State s, Home home, size_t elements, size_t esize, Tag tag, int count = 1) {
     p.states[static_cast<int>(s)] = Placed{home, elements * esize, count, tag};
@@ -27,9 +38,12 @@ Placement PlaceStates(const EngineConfig& config, int state_buffers, size_t full
       Tag::kParameters);
   // The paper counts fp32 master weights with the optimizer state (its K = 12).
   if (mixed || offload) {
-    set(State::kMaster, owned_home, stage == 0 ? full : shard, 4, Tag::kOptimizerState);
+    set(State::kMaster, state_home, stage == 0 ? full : shard, 4, Tag::kOptimizerState);
   }
-  if (offload && mixed && !params_home) set(State::kHostParams, Home::kHost, shard, e, Tag::kParameters);
+  // The CPU step's output on its way up (with NVMe the master is not in memory).
+  if (offload && (mixed || nvme) && !params_home) {
+    set(State::kHostParams, Home::kHost, shard, e, Tag::kParameters);
+  }
   if (stage <= 1) set(State::kGrads, Home::kDevice, full, e, Tag::kGradients);
   // Stage 1 keeps whole gradients; it needs owned pieces only to accumulate
   // them across micro-batches, or to hand them to the CPU step.
@@ -37,7 +51,7 @@ Placement PlaceStates(const EngineConfig& config, int state_buffers, size_t full
     set(State::kOwnedGrads, owned_home, shard, e, Tag::kGradients);
   }
   if (state_buffers > 0) {
-    set(State::kOptimizer, owned_home, stage == 0 ? full : shard, 4, Tag::kOptimizerState,
+    set(State::kOptimizer, state_home, stage == 0 ? full : shard, 4, Tag::kOptimizerState,
         state_buffers);
   }
   return p;

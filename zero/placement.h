@@ -19,13 +19,14 @@
 
 namespace zero {
 
-enum class Home { kNone, kDevice, kHost };
+// kNvme: a file on local storage (offload_device nvme), not memory.
+enum class Home { kNone, kDevice, kHost, kNvme };
 
 // The engine's model-state buffers.
 enum class State {
   kParams,       // model dtype: whole (stages 0-2) or this rank's pieces (3)
   kMaster,       // fp32 master weights, when apart from the parameters
-  kHostParams,   // offload with mixed precision: the CPU step's model-dtype pieces
+  kHostParams,   // offload with mixed precision (or NVMe): the CPU step's model-dtype pieces
   kGrads,        // whole flat gradients (stages 0-1)
   kOwnedGrads,   // this rank's reduced gradient pieces
   kOptimizer,    // each fp32 optimizer state buffer (state_buffers of them)
@@ -45,6 +46,8 @@ struct Placement {
   const Placed& operator[](State s) const { return states[static_cast<int>(s)]; }
   // Bytes of all states at `home`.
   size_t bytes(Home home) const;
+  // What is kept in memory: the states in a file become kNone.
+  Placement InMemory() const;
 };
 
 // `full` and `shard` are the padded flat and per-rank element counts

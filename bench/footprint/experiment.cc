@@ -54,6 +54,7 @@ Measurement Collect(const Engine& engine, const OpStats& last_step) {
   m.peak_allocated = s.pool.peak_allocated;
   m.peak_reserved = s.pool.peak_reserved;
   m.peak_host = s.peak_host_bytes;
+  m.nvme = s.nvme_bytes;
   m.sent_per_step = last_step;
   return m;
 }
@@ -65,6 +66,10 @@ EngineConfig MakeEngineConfig(const Experiment& e, const Knobs& knobs) {
   config.stage = e.stage;
   config.param_dtype = ToDType(e.precision);
   config.offload = e.offload;
+  if (e.offload != Offload::kNone && knobs.offload_device == OffloadDevice::kNvme) {
+    config.offload_device = OffloadDevice::kNvme;
+    config.nvme_path = "/nvme";  // meta devices: books only, no file is made
+  }
   config.bucket_elements = knobs.bucket_elements;
   config.prefetch_elements = knobs.prefetch_elements;
   config.persistence_threshold = knobs.persistence_threshold;

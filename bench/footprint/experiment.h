@@ -35,6 +35,9 @@ struct Knobs {
   int steps = 2;
   size_t device_memory = 80'000'000'000;  // the nominal card, for "fits"
   int gpus_per_node = 8;                  // for DeepSpeed's estimators
+  // Where offloaded optimizer state goes (--offload_device): nvme keeps
+  // master weights and optimizer state in a file per rank (ZeRO-Infinity).
+  OffloadDevice offload_device = OffloadDevice::kCpu;
 };
 
 struct Experiment {
@@ -73,6 +76,7 @@ struct Measurement {
   uint64_t layer_activations = 0;
   size_t peak_allocated = 0, peak_reserved = 0;  // the pool, all tags together
   size_t peak_host = 0;                          // pinned host memory (offload)
+  size_t nvme = 0;                               // in the rank's NVMe file (ZeRO-Infinity)
   OpStats sent_per_step;                         // the last step's traffic
   double seconds = 0;                            // wall time of this run
 };

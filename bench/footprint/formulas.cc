@@ -30,6 +30,10 @@ StateBytes PaperModelStates(const FormulaInput& in) {
     out.host += out.params;
     out.params = 0;
   }
+  if (in.nvme) {
+    out.nvme = (4 + moments) * psi / n;  // offload needs stage >= 1: pieces
+    out.host -= out.nvme;
+  }
   return out;
 }
 
@@ -91,6 +95,10 @@ DeepSpeedFigures DeepSpeedEstimate(const FormulaInput& in, double largest_layer_
     out.cpu_node = static_cast<double>(e.cpu);
   }
   out.cpu_rank = out.cpu_node / per_node;
+  if (offload && in.nvme) {
+    const double moments = in.optimizer == OptimizerKind::kAdam ? 8 : 4;
+    out.nvme_rank = (4 + moments + 4) * in.psi / in.ranks;
+  }
   return out;
 }
 

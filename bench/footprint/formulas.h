@@ -14,6 +14,9 @@
 //   fp32       Adam(W)            4  4   8  (the parameters are the master)
 //   fp32       SGD, momentum      4  4   4
 // So mixed-precision Adam is the paper's 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N.
+// With offload to NVMe (offload_device nvme) master and moments move from
+// the host to the rank's file: nvme = (4 + moments)Ψ/N, host keeps 4Ψ/N
+// (the gradients; fp32 runs also the piece to publish, not counted here).
 // With offload (ZeRO-Offload, arXiv 2101.06840: fp32 master, moments and
 // fp32 gradients live on the host, the step runs there), per rank:
 //   host = (4 + moments + 4)Ψ/N (stage 0: Ψ instead of Ψ/N);
@@ -51,6 +54,7 @@ enum class OptimizerKind { kAdam, kSgd };
 struct StateBytes {
   double params = 0, grads = 0, optimizer = 0;  // on the device
   double host = 0;                              // pinned host memory (offload)
+  double nvme = 0;                              // the rank's NVMe file (ZeRO-Infinity)
   double device() const { return params + grads + optimizer; }
 };
 
@@ -61,6 +65,7 @@ struct FormulaInput {
   Precision precision = Precision::kBF16;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   Offload offload = Offload::kNone;
+  bool nvme = false;  // offloaded master weights and optimizer state on NVMe
 };
 
 // Bytes per element: p (= g) and K of the table above.
@@ -90,6 +95,10 @@ struct DeepSpeedFigures {
   double gpu = 0;          // bytes per GPU
   double cpu_node = 0;     // bytes per node
   double cpu_rank = 0;     // cpu_node / GPUs per node
+  // ZeRO-Infinity (arXiv 2104.07857, section 3): with the optimizer on NVMe
+  // its states there are fp32 master, moments and fp32 gradients, 16 bytes
+  // a parameter with Adam (12 with momentum SGD), over the ranks.
+  double nvme_rank = 0;
 };
 DeepSpeedFigures DeepSpeedEstimate(const FormulaInput& in, double largest_layer_params,
                                    int gpus_per_node);

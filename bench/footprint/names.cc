@@ -24,6 +24,10 @@ std::string_view Name(Offload o) {
   return "?";
 }
 
+std::string_view Name(OffloadDevice d) {
+  return d == OffloadDevice::kNvme ? "nvme" : "cpu";
+}
+
 std::string_view Name(Attention a) { return a == Attention::kEager ? "eager" : "flash"; }
 
 std::string_view Name(Checkpointing c) {
@@ -58,6 +62,10 @@ std::optional<OptimizerKind> ParseOptimizer(std::string_view text) {
 
 std::optional<Offload> ParseOffload(std::string_view text) {
   return ByName(text, {Offload::kNone, Offload::kOptimizer, Offload::kParameters});
+}
+
+std::optional<OffloadDevice> ParseOffloadDevice(std::string_view text) {
+  return ByName(text, {OffloadDevice::kCpu, OffloadDevice::kNvme});
 }
 
 std::optional<Attention> ParseAttention(std::string_view text) {

@@ -86,6 +86,23 @@ std::string AbslUnparseFlag(Count<kMax> count) {
   return absl::StrCat(count.value);
 }
 
+// cpu or nvme (DeepSpeed's offload_optimizer.device).
+struct DeviceChoice {
+  OffloadDevice device = OffloadDevice::kCpu;
+};
+
+bool AbslParseFlag(absl::string_view text, DeviceChoice* choice, std::string* error) {
+  std::optional<OffloadDevice> device = ParseOffloadDevice(std::string_view(text.data(), text.size()));
+  if (!device.has_value()) {
+    *error = absl::StrFormat("'%s' is not cpu or nvme", text);
+    return false;
+  }
+  choice->device = *device;
+  return true;
+}
+
+std::string AbslUnparseFlag(DeviceChoice choice) { return std::string(Name(choice.device)); }
+
 // "80GB", "80GiB", "4096": a non-zero number of bytes (base/units.h).
 struct ByteSize {
   size_t bytes = 0;
@@ -233,6 +250,7 @@ std::string ModelHelp() {
 using zero::footprint::AttentionItem;
 using zero::footprint::ByteSize;
 using zero::footprint::CheckpointingItem;
+using zero::footprint::DeviceChoice;
 using zero::footprint::MicroBatchItem;
 using zero::footprint::SeqItem;
 using zero::footprint::Count;
@@ -259,6 +277,9 @@ ABSL_FLAG(List<OptimizerItem>, optimizer, List<OptimizerItem>{Options{}.optimize
           "optimizers: adam (AdamW), sgd (momentum 0.9)");
 ABSL_FLAG(List<OffloadItem>, offload, List<OffloadItem>{Options{}.offloads},
           "what lives in pinned host memory: none, optimizer (stages 1-3), parameters (stage 3)");
+ABSL_FLAG(DeviceChoice, offload_device, DeviceChoice{Knobs{}.offload_device},
+          "with --offload: cpu, or nvme (master weights and optimizer state in a file per "
+          "rank: ZeRO-Infinity)");
 ABSL_FLAG(List<SeqItem>, seq, List<SeqItem>{Options{}.seqs},
           "tokens per sequence, for activations (0: none; transformer models)");
 ABSL_FLAG(List<MicroBatchItem>, micro_batch, List<MicroBatchItem>{Options{}.micro_batches},
@@ -388,6 +409,7 @@ Options FromFlags() {
   o.knobs.steps = absl::GetFlag(FLAGS_steps).value;
   o.knobs.device_memory = absl::GetFlag(FLAGS_device_memory).bytes;
   o.knobs.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node).value;
+  o.knobs.offload_device = absl::GetFlag(FLAGS_offload_device).device;
   o.json_path = absl::GetFlag(FLAGS_json);
   o.csv_path = absl::GetFlag(FLAGS_csv);
   o.svg_path = absl::GetFlag(FLAGS_svg);

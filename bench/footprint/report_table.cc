@@ -65,6 +65,10 @@ void ActivationColumns(const std::vector<Row>& rows, std::vector<Column>& c) {
                }});
 }
 
+bool AnyNvme(const std::vector<Row>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.paper.nvme > 0; });
+}
+
 std::vector<Column> Columns(const std::vector<Row>& rows) {
   const bool offload = std::any_of(rows.begin(), rows.end(),
                                    [](const Row& r) { return r.offload != Offload::kNone; });
@@ -100,6 +104,13 @@ std::vector<Column> Columns(const std::vector<Row>& rows) {
     c.push_back({"p.host", false, [](const Row& r) { return FormatGB(r.paper.host); }});
     c.push_back({"DS cpu", false, [](const Row& r) {
                    return r.deepspeed.available ? FormatGB(r.deepspeed.cpu_rank) : "-";
+                 }});
+  }
+  if (AnyNvme(rows)) {
+    c.push_back({"nvme", false, [](const Row& r) { return FormatGB(r.measured.nvme); }});
+    c.push_back({"p.nvme", false, [](const Row& r) { return FormatGB(r.paper.nvme); }});
+    c.push_back({"DS nvme", false, [](const Row& r) {
+                   return r.deepspeed.available ? FormatGB(r.deepspeed.nvme_rank) : "-";
                  }});
   }
   c.push_back({"sent/step", false, [](const Row& r) {
@@ -140,6 +151,10 @@ constexpr char kLegend[] =
 constexpr char kOffloadLegend[] =
     "p.host: the paper's host bytes (ZeRO-Offload); DS cpu: DeepSpeed's host estimate per node "
     "/ GPUs per node.\n";
+constexpr char kNvmeLegend[] =
+    "nvme: bytes in the rank's NVMe file (master + moments); p.nvme: that formula; DS nvme: "
+    "ZeRO-Infinity's\noptimizer states on NVMe (fp32 master, moments and fp32 gradients, 16 "
+    "bytes a parameter with Adam) / N.\n";
 
 constexpr char kActivationLegend[] =
     "act: peak of the activations tag (one micro-batch); act/L: what a layer keeps from its "
@@ -224,7 +239,8 @@ std::string FormatTable(const std::vector<Row>& rows, int steps) {
       steps, steps == 1 ? "" : "s");
   if (activations) absl::StrAppend(&out, ActivationHeader(rows));
   absl::StrAppend(&out, "\n", Render(Columns(rows), rows), "\n", kLegend,
-                  activations ? kActivationLegend : "", offload ? kOffloadLegend : "");
+                  activations ? kActivationLegend : "", offload ? kOffloadLegend : "",
+                  AnyNvme(rows) ? kNvmeLegend : "");
   return out;
 }
 

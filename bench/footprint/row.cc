@@ -21,6 +21,7 @@ std::string Row::Label() const {
   std::string label = absl::StrFormat("%s N=%d stage %d %s %s", model, ranks, stage,
                                       Name(precision), Name(optimizer));
   if (offload != Offload::kNone) absl::StrAppend(&label, " offload=", std::string(Name(offload)));
+  if (paper.nvme > 0) absl::StrAppend(&label, " device=nvme");
   if (activations.has_value()) {
     absl::StrAppend(&label, " seq=", activations->seq, " mb=", activations->micro_batch, " ",
                     std::string(Name(activations->attention)));
@@ -47,14 +48,16 @@ Row MakeRow(const Experiment& e, const Measurement& m, const Knobs& knobs) {
                   .stage = e.stage,
                   .precision = e.precision,
                   .optimizer = e.optimizer,
-                  .offload = e.offload};
+                  .offload = e.offload,
+                  .nvme = e.offload != Offload::kNone &&
+                          knobs.offload_device == OffloadDevice::kNvme};
   row.paper = PaperModelStates(in);
   row.deepspeed =
       DeepSpeedEstimate(in, static_cast<double>(row.largest_module), knobs.gpus_per_node);
   // The same formula over the padding elements: what they cost this rank.
   in.psi = static_cast<double>(m.padded_numel - m.numel);
   const StateBytes pad = PaperModelStates(in);
-  row.padding = pad.device() + pad.host;
+  row.padding = pad.device() + pad.host + pad.nvme;
   row.device_memory = knobs.device_memory;
   row.activations = e.ActivationsFor();
   if (row.activations.has_value()) {

@@ -18,17 +18,7 @@ constexpr size_t kSmallDevice = size_t{2} << 20;  // one 2 MiB granule
 std::unique_ptr<Model> WideModel() { return *MakeTransformer(6, 64, 2, 8, 2); }
 
 TrainingRun SmallDeviceRun(int stage, Offload offload) {
-  TrainingRun run;
-  run.world = 2;
-  run.steps = 6;
-  run.capacity = kSmallDevice;
-  run.config.stage = stage;
-  run.config.offload = offload;
-  run.config.bucket_elements = 20'000;
-  run.config.persistence_threshold = 0;
-  run.config.prefetch_elements = 40'000;
-  run.config.max_live_elements = 80'000;
-  return run;
+  return OffloadRun(stage, offload, kSmallDevice);
 }
 
 // Without offload the states need more than the device has.

@@ -30,4 +30,20 @@ inline void ExpectBitIdentical(const ParamSet& expected, const ParamSet& actual,
   }
 }
 
+// The offload tests' run: two ranks on the wide transformer's units
+// (stage 3 gathers a few at a time), `capacity` bytes a device.
+inline TrainingRun OffloadRun(int stage, Offload offload, size_t capacity) {
+  TrainingRun run;
+  run.world = 2;
+  run.steps = 6;
+  run.capacity = capacity;
+  run.config.stage = stage;
+  run.config.offload = offload;
+  run.config.bucket_elements = 20'000;
+  run.config.persistence_threshold = 0;
+  run.config.prefetch_elements = 40'000;
+  run.config.max_live_elements = 80'000;
+  return run;
+}
+
 }  // namespace zero::testing_model

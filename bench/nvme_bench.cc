@@ -1,0 +1,134 @@
+// The NVMe tier against the disk, in one run: one AdamW step over optimizer
+// state kept in a file (offload/state_file.h: read chunk i+1, step chunk i,
+// write chunk i-1) over the time to write and then read the same bytes with
+// O_DIRECT in requests of the same size (the limit). Goal: at most 1.25.
+// The CPU step alone over the same elements in memory is printed beside it.
+//
+// Run: bazel run -c opt //bench:nvme_bench [-- --report_only]
+// The file goes to $ZERO_NVME_DIR (default /tmp); put it on the NVMe drive.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/direct_file.h"
+#include "base/units.h"
+#include "bench/ratio_reporter.h"
+#include "benchmark/benchmark.h"
+#include "memory/device_system.h"
+#include "offload/host_pool.h"
+#include "offload/state_file.h"
+#include "optimizers/adam.h"
+
+namespace zero {
+namespace {
+
+constexpr size_t kElements = size_t{16} << 20;  // 3 planes: 192 MiB in the file
+constexpr size_t kChunk = size_t{1} << 20;      // 12 MiB requests
+constexpr int kPlanes = 3;                      // master, exp_avg, exp_avg_sq
+
+std::string Folder() {
+  const char* dir = std::getenv("ZERO_NVME_DIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+void BM_DirectWriteThenRead(benchmark::State& state) {
+  const size_t request = kPlanes * kChunk * sizeof(float);
+  const std::string path = Folder() + "/zero_nvme_bench.limit";
+  absl::StatusOr<DirectFile> file = DirectFile::Open(path, FileMode::kWrite);
+  absl::StatusOr<AlignedBuffer> buffer = AllocateAlignedBuffer(request);
+  if (!file.ok() || !buffer.ok()) {
+    state.SkipWithError((file.ok() ? buffer.status() : file.status()).ToString().c_str());
+    return;
+  }
+  std::memset(buffer->get(), 1, request);
+  for (auto _ : state) {
+    for (size_t at = 0; at < kElements; at += kChunk) {
+      absl::Status s = file->WriteAt(at * kPlanes * sizeof(float), buffer->get(), request);
+      if (!s.ok()) return state.SkipWithError(s.ToString().c_str());
+    }
+    for (size_t at = 0; at < kElements; at += kChunk) {
+      absl::Status s = file->ReadAt(at * kPlanes * sizeof(float), buffer->get(), request);
+      if (!s.ok()) return state.SkipWithError(s.ToString().c_str());
+    }
+  }
+  state.SetLabel(file->direct() ? "O_DIRECT" : "buffered (the filesystem refused O_DIRECT)");
+  state.SetBytesProcessed(state.iterations() * 2 * kPlanes * kElements * sizeof(float));
+  std::remove(path.c_str());
+}
+
+struct StepSetup {
+  std::unique_ptr<DeviceSystem> system;
+  std::unique_ptr<PinnedHostPool> host;
+  std::unique_ptr<Optimizer> adam;
+  std::vector<float> grads = std::vector<float>(kElements, 1e-3f);
+};
+
+StepSetup MakeSetup() {
+  StepSetup s;
+  s.system = DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB}).value();
+  s.host = PinnedHostPool::Create(s.system.get(), 256 * kMiB).value();
+  s.adam = MakeAdamW().value();
+  return s;
+}
+
+absl::Status StepChunk(Optimizer& adam, const float* grads, int64_t step, size_t n,
+                       std::span<float* const> planes) {
+  const std::span<float> state[] = {{planes[1], n}, {planes[2], n}};
+  return adam.Step({.params = {planes[0], n}, .grads = grads, .state = state, .step = step});
+}
+
+void BM_NvmeStep(benchmark::State& state) {
+  StepSetup s = MakeSetup();
+  absl::StatusOr<std::unique_ptr<StateFile>> file = StateFile::Create(
+      kPlanes, {kElements}, s.host.get(), {.folder = Folder(), .chunk_elements = kChunk});
+  if (!file.ok()) return state.SkipWithError(file.status().ToString().c_str());
+  int64_t step = 0;
+  for (auto _ : state) {
+    ++step;
+    absl::Status stepped = (*file)->Run(
+        0, StateFile::Pass::kUpdate, [&](size_t at, size_t n, std::span<float* const> planes) {
+          return StepChunk(*s.adam, s.grads.data() + at, step, n, planes);
+        });
+    if (!stepped.ok()) return state.SkipWithError(stepped.ToString().c_str());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kPlanes * kElements * sizeof(float));
+}
+
+void BM_StepInMemory(benchmark::State& state) {
+  StepSetup s = MakeSetup();
+  std::vector<float> planes(kPlanes * kElements, 0.0f);
+  float* p[] = {planes.data(), planes.data() + kElements, planes.data() + 2 * kElements};
+  int64_t step = 0;
+  for (auto _ : state) {
+    absl::Status stepped = StepChunk(*s.adam, s.grads.data(), ++step, kElements, p);
+    if (!stepped.ok()) return state.SkipWithError(stepped.ToString().c_str());
+  }
+}
+
+BENCHMARK(BM_DirectWriteThenRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
+BENCHMARK(BM_NvmeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
+BENCHMARK(BM_StepInMemory)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace zero
+
+int main(int argc, char** argv) {
+  zero::Goals goals(&argc, argv);
+  benchmark::Initialize(&argc, argv);
+  zero::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  const double limit = reporter.seconds("BM_DirectWriteThenRead/min_time:2.000/real_time");
+  const double nvme = reporter.seconds("BM_NvmeStep/min_time:2.000/real_time");
+  const double memory = reporter.seconds("BM_StepInMemory/real_time");
+  if (limit > 0 && nvme > 0) {
+    const double ratio = nvme / limit;
+    std::printf("\nAdamW step, state on NVMe (%s in the file) / O_DIRECT write + read of it: "
+                "%.2f (goal <= 1.25); the step in memory alone: %.2f of the limit\n",
+                zero::FormatBytes(3 * zero::kElements * sizeof(float)).c_str(), ratio,
+                memory / limit);
+    goals.Check(ratio <= 1.25, "NVMe step / O_DIRECT write+read <= 1.25");
+  }
+  return goals.ExitCode(&reporter);
+}

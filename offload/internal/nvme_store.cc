@@ -1,0 +1,176 @@
+#include "offload/internal/nvme_store.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/crc32c.h"
+#include "base/status_macros.h"
+#include "base/units.h"
+
+namespace zero {
+
+absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Create(const std::string& folder,
+                                                             const std::string& file_name,
+                                                             NvmeStoreOptions options) {
+  if (folder.empty()) {
+    return absl::InvalidArgumentError("nvme store: no folder given for the offload file");
+  }
+  const std::string path = folder + "/" + file_name;
+  std::optional<DirectFile> file;
+  if (options.has_bytes) {
+    absl::StatusOr<DirectFile> opened =
+        DirectFile::Open(path, FileMode::kReadWrite, {.direct = options.direct});
+    if (!opened.ok()) {
+      return Annotate(opened.status(),
+                      absl::StrFormat("nvme store: cannot create the offload file %s", path));
+    }
+    file = *std::move(opened);
+    RETURN_IF_ERROR(Annotate(file->Truncate(0), "nvme store: " + path));
+  }
+  return std::unique_ptr<NvmeStore>(new NvmeStore(path, std::move(file), std::move(options)));
+}
+
+NvmeStore::NvmeStore(std::string path, std::optional<DirectFile> file, NvmeStoreOptions options)
+    : path_(std::move(path)), file_(std::move(file)), options_(std::move(options)) {}
+
+NvmeStore::~NvmeStore() {
+  if (!file_.has_value()) return;
+  file_.reset();
+  (void)unlink(path_.c_str());
+}
+
+bool NvmeStore::direct() const { return file_.has_value() && file_->direct(); }
+
+std::string NvmeStore::Where(uint64_t slot, size_t bytes) const {
+  return absl::StrFormat("nvme store %s: slot at offset %d (%s)", path_, slot,
+                         FormatBytes(bytes));
+}
+
+absl::StatusOr<NvmeStore::Slot*> NvmeStore::Find(uint64_t slot) {
+  auto it = slots_.find(slot);
+  if (it == slots_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("nvme store %s: no slot at offset %d", path_, slot));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<uint64_t> NvmeStore::Allocate(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("nvme store: a slot of zero bytes");
+  const uint64_t padded = Padded(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t offset = end_;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < padded) continue;
+    offset = it->first;
+    const uint64_t rest = it->second - padded;
+    free_.erase(it);
+    if (rest > 0) free_[offset + padded] = rest;
+    break;
+  }
+  if (offset == end_) end_ += padded;
+  slots_[offset].bytes = bytes;
+  stats_.slot_bytes += padded;
+  stats_.file_bytes = end_;
+  return offset;
+}
+
+absl::Status NvmeStore::Free(uint64_t slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Slot * s, Find(slot));
+  uint64_t offset = slot, length = Padded(s->bytes);
+  slots_.erase(slot);
+  stats_.slot_bytes -= length;
+  // Coalesce with the free neighbours, so large slots can be carved again.
+  auto next = free_.find(offset + length);
+  if (next != free_.end()) {
+    length += next->second;
+    free_.erase(next);
+  }
+  auto prev = free_.lower_bound(offset);
+  if (prev != free_.begin() && std::prev(prev)->first + std::prev(prev)->second == offset) {
+    --prev;
+    offset = prev->first;
+    length += prev->second;
+    free_.erase(prev);
+  }
+  if (offset + length == end_) {
+    end_ = offset;  // the tail is free: the file's extent shrinks
+  } else {
+    free_[offset] = length;
+  }
+  stats_.file_bytes = end_;
+  return absl::OkStatus();
+}
+
+bool NvmeStore::written(uint64_t slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(slot);
+  return it != slots_.end() && it->second.crc.has_value();
+}
+
+absl::Status NvmeStore::Write(uint64_t slot, const void* data) {
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(Slot * s, Find(slot));
+    s->crc.reset();  // a failed write may leave the slot half old, half new
+    bytes = s->bytes;
+  }
+  if (file_.has_value()) {
+    absl::Status written = options_.write_fault ? options_.write_fault(slot, bytes)
+                                                : absl::OkStatus();
+    if (written.ok()) written = file_->WriteAt(slot, data, Padded(bytes));
+    RETURN_IF_ERROR(Annotate(written, "writing " + Where(slot, bytes)));
+  }
+  const uint32_t crc = file_.has_value() ? Crc32c(data, bytes) : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Slot * s, Find(slot));
+  s->crc = crc;
+  ++stats_.writes;
+  stats_.bytes_written += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status NvmeStore::Read(uint64_t slot, void* data) {
+  size_t bytes = 0;
+  uint32_t expected = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(Slot * s, Find(slot));
+    bytes = s->bytes;
+    if (!s->crc.has_value()) {
+      return absl::FailedPreconditionError(
+          "reading " + Where(slot, bytes) + ": it holds no data (never written, or its last "
+          "write failed)");
+    }
+    expected = *s->crc;
+  }
+  if (file_.has_value()) {
+    absl::Status read = file_->ReadAt(slot, data, Padded(bytes));
+    if (!read.ok()) {
+      return absl::DataLossError(absl::StrFormat(
+          "reading %s: %s (was the file truncated underneath?)", Where(slot, bytes),
+          read.message()));
+    }
+    const uint32_t crc = Crc32c(data, bytes);
+    if (crc != expected) {
+      return absl::DataLossError(absl::StrFormat(
+          "reading %s: CRC-32C %08x, written as %08x: the file was changed underneath",
+          Where(slot, bytes), crc, expected));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.reads;
+  stats_.bytes_read += bytes;
+  return absl::OkStatus();
+}
+
+NvmeStoreStats NvmeStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace zero

@@ -1,0 +1,187 @@
+#include "offload/state_file.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "memory/tag.h"
+
+namespace zero {
+namespace {
+
+constexpr int kBuffers = 3;  // reading ahead, in the caller's hands, writing behind
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::vector<size_t> ranges,
+                                                             MemoryResource* staging,
+                                                             StateFileOptions options) {
+  if (planes <= 0 || options.chunk_elements == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state file: needs at least one plane and chunk (got %d planes, %d elements a chunk)",
+        planes, options.chunk_elements));
+  }
+  if (options.has_bytes && staging == nullptr) {
+    return absl::InvalidArgumentError("state file: needs host memory for its staging buffers");
+  }
+  // One file per state file: ranks and engines of one process never share one.
+  static std::atomic<int> instances{0};
+  const std::string name = absl::StrFormat("zero-optimizer-%d-%d.swap", getpid(), instances++);
+  ASSIGN_OR_RETURN(std::unique_ptr<NvmeStore> store,
+                   NvmeStore::Create(options.folder, name,
+                                     {.has_bytes = options.has_bytes,
+                                      .direct = options.direct_io,
+                                      .write_fault = options.write_fault}));
+  std::unique_ptr<StateFile> file(new StateFile(planes, options.chunk_elements, std::move(store),
+                                                staging, options.has_bytes));
+  // On meta devices too, when given memory: the books then show the staging.
+  if (staging != nullptr) {
+    const size_t bytes = NvmeStore::Padded(planes * options.chunk_elements * sizeof(float));
+    for (int b = 0; b < kBuffers; ++b) {
+      ASSIGN_OR_RETURN(void* buffer, staging->Allocate(bytes, Tag::kOptimizerState, nullptr,
+                                                       NvmeStore::kAlignment));
+      file->buffers_.push_back(buffer);
+    }
+  }
+  for (size_t elements : ranges) RETURN_IF_ERROR(file->AddRange(elements));
+  RETURN_IF_ERROR(file->ZeroFill());
+  return file;
+}
+
+StateFile::StateFile(int planes, size_t chunk_elements, std::unique_ptr<NvmeStore> store,
+                     MemoryResource* staging, bool has_bytes)
+    : planes_(planes),
+      chunk_elements_(chunk_elements),
+      store_(std::move(store)),
+      staging_(staging),
+      has_bytes_(has_bytes) {}
+
+StateFile::~StateFile() {
+  const size_t bytes = NvmeStore::Padded(planes_ * chunk_elements_ * sizeof(float));
+  for (void* buffer : buffers_) (void)staging_->Deallocate(buffer, bytes, nullptr);
+}
+
+absl::Status StateFile::AddRange(size_t elements) {
+  std::vector<Chunk> chunks;
+  for (size_t first = 0; first < elements; first += chunk_elements_) {
+    Chunk c{.first = first, .count = std::min(chunk_elements_, elements - first), .slot = 0};
+    ASSIGN_OR_RETURN(c.slot, store_->Allocate(planes_ * c.count * sizeof(float)));
+    chunks.push_back(c);
+  }
+  elements_.push_back(elements);
+  chunks_.push_back(std::move(chunks));
+  return absl::OkStatus();
+}
+
+absl::Status StateFile::ZeroFill() {
+  for (int r = 0; r < range_count(); ++r) {
+    RETURN_IF_ERROR(Run(r, Pass::kWrite, [this](size_t, size_t count, std::span<float* const> p) {
+      for (float* plane : p) std::memset(plane, 0, count * sizeof(float));
+      return absl::OkStatus();
+    }));
+  }
+  return absl::OkStatus();
+}
+
+// The pipeline over chunks [first, last] of one range: buffer (j - first) %
+// 3 holds chunk j; before chunk j+1 is read into a buffer, that buffer's
+// write (chunk j-2) must be done. Writes go to fresh slots, adopted at the end.
+absl::Status StateFile::CheckRange(int range, size_t begin, size_t count) const {
+  if (range >= 0 && range < range_count() && begin + count <= elements_[range] &&
+      begin + count >= begin) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "state file %s: elements [%d, %d) of range %d are outside it (%d ranges%s)", path(), begin,
+      begin + count, range, range_count(),
+      range >= 0 && range < range_count()
+          ? absl::StrFormat(", that one has %d elements", elements_[range])
+          : ""));
+}
+
+absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, ChunkFn fn) {
+  RETURN_IF_ERROR(CheckRange(range, begin, count));
+  if (count == 0) return absl::OkStatus();
+  std::vector<Chunk>& chunks = chunks_[range];
+  const size_t first = begin / chunk_elements_, last = (begin + count - 1) / chunk_elements_;
+  const bool writes = pass != Pass::kRead;
+  std::vector<std::optional<uint64_t>> fresh(last - first + 1);
+  std::array<std::future<absl::Status>, kBuffers> pending;
+  absl::Status status;
+  auto settle = [&](size_t b) {
+    if (pending[b].valid()) status.Update(pending[b].get());
+  };
+  auto buffer = [&](size_t j) { return has_bytes_ ? buffers_[(j - first) % kBuffers] : nullptr; };
+  auto read = [&](size_t j) {
+    const Chunk& c = chunks[j];
+    const bool whole = begin <= c.first && c.first + c.count <= begin + count;
+    if (pass == Pass::kWrite && whole) return;  // overwritten entirely: nothing to read
+    pending[(j - first) % kBuffers] = std::async(
+        std::launch::async, [this, slot = c.slot, to = buffer(j)] { return store_->Read(slot, to); });
+  };
+  read(first);
+  for (size_t j = first; j <= last; ++j) {
+    const size_t b = (j - first) % kBuffers;
+    if (j < last) {
+      settle((b + 1) % kBuffers);  // chunk j-2's write
+      if (status.ok()) read(j + 1);
+    }
+    settle(b);
+    if (!status.ok()) break;
+    const Chunk& c = chunks[j];
+    const size_t lo = std::max(begin, c.first), hi = std::min(begin + count, c.first + c.count);
+    if (has_bytes_) {
+      std::vector<float*> planes(planes_);
+      for (int p = 0; p < planes_; ++p) {
+        planes[p] = static_cast<float*>(buffer(j)) + p * c.count + (lo - c.first);
+      }
+      status = fn(lo, hi - lo, planes);
+      if (!status.ok()) break;
+    }
+    if (!writes) continue;
+    absl::StatusOr<uint64_t> slot = store_->Allocate(planes_ * c.count * sizeof(float));
+    if (!slot.ok()) {
+      status = slot.status();
+      break;
+    }
+    fresh[j - first] = *slot;
+    pending[b] = std::async(std::launch::async,
+                            [this, slot = *slot, from = buffer(j)] { return store_->Write(slot, from); });
+  }
+  for (size_t b = 0; b < kBuffers; ++b) settle(b);
+  if (writes) Adopt(chunks, first, fresh, status.ok());
+  return status;
+}
+
+// After a whole pass the chunks move to their new slots; otherwise the new
+// slots go and the old ones stay.
+void StateFile::Adopt(std::vector<Chunk>& chunks, size_t first,
+                      const std::vector<std::optional<uint64_t>>& fresh, bool adopt) {
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    if (!fresh[i].has_value()) continue;
+    const uint64_t drop = adopt ? std::exchange(chunks[first + i].slot, *fresh[i]) : *fresh[i];
+    (void)store_->Free(drop);
+  }
+}
+
+StateFileStats StateFile::stats() const {
+  const NvmeStoreStats s = store_->stats();
+  StateFileStats out;
+  out.file_bytes = s.file_bytes;
+  for (size_t e : elements_) out.state_bytes += planes_ * e * sizeof(float);
+  out.staging_bytes =
+      buffers_.size() * NvmeStore::Padded(planes_ * chunk_elements_ * sizeof(float));
+  out.bytes_read = s.bytes_read;
+  out.bytes_written = s.bytes_written;
+  return out;
+}
+
+}  // namespace zero

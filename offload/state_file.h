@@ -1,0 +1,109 @@
+// Optimizer state on NVMe (ZeRO-Infinity's offload_optimizer: nvme): a few
+// parallel fp32 arrays ("planes": master weights, each optimizer state) over
+// a few ranges (one per unit), kept in one file and streamed through three
+// bounded staging buffers. Run() is the pipeline: while chunk i is handed to
+// the caller (the CPU step), chunk i+1 is read and chunk i-1 written, so a
+// pass costs about one read and one write of the state.
+//
+// Chunk j of a range holds elements [j*C, (j+1)*C) of every plane in one
+// slot of the file (C = chunk_elements). A pass that writes puts each chunk
+// in a new slot and switches to them only when the whole pass succeeded: a
+// write that fails (disk full) or a read that finds the file changed
+// underneath leaves the range as it was before the pass.
+//
+// One caller at a time (the engine's step thread, or its worker); Run uses
+// two helper threads of its own for the I/O. On meta devices: books only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "memory/resource.h"
+#include "offload/internal/nvme_store.h"
+
+namespace zero {
+
+struct StateFileOptions {
+  std::string folder;                      // where the file goes (created, removed at the end)
+  size_t chunk_elements = size_t{1} << 22;  // per plane per chunk
+  bool direct_io = true;
+  bool has_bytes = true;  // false (meta devices): no file, no I/O, no calls back
+  std::function<absl::Status(uint64_t offset, size_t bytes)> write_fault;  // test-only
+};
+
+struct StateFileStats {
+  uint64_t file_bytes = 0;     // the file's extent now
+  uint64_t state_bytes = 0;    // planes x elements x 4: what the file holds
+  uint64_t staging_bytes = 0;  // the three buffers
+  uint64_t bytes_read = 0, bytes_written = 0;
+};
+
+class StateFile {
+ public:
+  enum class Pass {
+    kRead,    // the caller reads the chunks; nothing is written
+    kWrite,   // the caller overwrites [begin, begin + count) of every plane
+    kUpdate,  // read, changed in place, written back
+  };
+  // (offset of the chunk's first element in the range, elements, one
+  // pointer per plane at that element). An error stops the pass.
+  using ChunkFn =
+      absl::FunctionRef<absl::Status(size_t offset, size_t count, std::span<float* const> planes)>;
+
+  // Zero-filled planes over ranges of these element counts; staging comes
+  // from `staging` (pinned host memory; may be null without bytes), three
+  // buffers of planes x chunk.
+  static absl::StatusOr<std::unique_ptr<StateFile>> Create(int planes, std::vector<size_t> ranges,
+                                                           MemoryResource* staging,
+                                                           StateFileOptions options);
+  ~StateFile();
+  StateFile(const StateFile&) = delete;
+  StateFile& operator=(const StateFile&) = delete;
+
+  // Streams [begin, begin + count) of `range` through `fn`, chunk by chunk.
+  absl::Status Run(int range, size_t begin, size_t count, Pass pass, ChunkFn fn);
+  absl::Status Run(int range, Pass pass, ChunkFn fn) {
+    const bool known = range >= 0 && range < range_count();
+    return Run(range, 0, known ? range_elements(range) : 0, pass, fn);
+  }
+
+  int planes() const { return planes_; }
+  int range_count() const { return static_cast<int>(chunks_.size()); }
+  size_t range_elements(int range) const { return elements_[range]; }
+  const std::string& path() const { return store_->path(); }
+  StateFileStats stats() const;
+
+ private:
+  struct Chunk {
+    size_t first = 0, count = 0;  // elements of the range
+    uint64_t slot = 0;
+  };
+
+  StateFile(int planes, size_t chunk_elements, std::unique_ptr<NvmeStore> store,
+            MemoryResource* staging, bool has_bytes);
+  absl::Status AddRange(size_t elements);
+  absl::Status CheckRange(int range, size_t begin, size_t count) const;
+  void Adopt(std::vector<Chunk>& chunks, size_t first,
+             const std::vector<std::optional<uint64_t>>& fresh, bool adopt);
+  absl::Status ZeroFill();
+
+  const int planes_;
+  const size_t chunk_elements_;
+  const std::unique_ptr<NvmeStore> store_;
+  MemoryResource* const staging_;
+  const bool has_bytes_;
+  std::vector<void*> buffers_;  // three, planes x chunk_elements floats each
+  std::vector<size_t> elements_;
+  std::vector<std::vector<Chunk>> chunks_;  // per range
+};
+
+}  // namespace zero

@@ -1,0 +1,205 @@
+// Optimizer state on NVMe: planes start zeroed, survive any pass bit for
+// bit, the pipelined update equals the same update in memory, a partial
+// write keeps the rest of its chunks, and a pass that fails (disk full, a
+// file changed underneath) leaves the range as it was.
+#include "offload/state_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/units.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memory/device_system.h"
+#include "offload/host_pool.h"
+
+namespace zero {
+namespace {
+
+using ::testing::HasSubstr;
+using Pass = StateFile::Pass;
+
+constexpr int kPlanes = 3;
+constexpr size_t kChunk = 1000;  // not a multiple of the file's alignment
+
+std::string Folder() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+float Value(int plane, size_t i, int seed) { return plane * 1e6f + i + seed * 0.25f; }
+
+class StateFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    system_ = *DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 16 * kMiB});
+    host_ = *PinnedHostPool::Create(system_.get(), 64 * kMiB, {.arena_bytes = 16 * kMiB});
+    MakeFile({});
+  }
+  void MakeFile(std::function<absl::Status(uint64_t, size_t)> fault) {
+    file_.reset();
+    auto file = StateFile::Create(kPlanes, {2500, 10, 4000}, host_.get(),
+                                  {.folder = Folder(), .chunk_elements = kChunk,
+                                   .write_fault = std::move(fault)});
+    ASSERT_TRUE(file.ok()) << file.status();
+    file_ = std::move(*file);
+  }
+  // Every plane of `range` as the file holds it.
+  std::vector<std::vector<float>> ReadAll(int range) {
+    std::vector<std::vector<float>> out(kPlanes, std::vector<float>(file_->range_elements(range)));
+    absl::Status s = file_->Run(range, Pass::kRead, [&](size_t at, size_t n, auto planes) {
+      for (int p = 0; p < kPlanes; ++p) std::copy(planes[p], planes[p] + n, out[p].begin() + at);
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+  absl::Status Fill(int range, size_t begin, size_t count, int seed) {
+    return file_->Run(range, begin, count, Pass::kWrite, [&](size_t at, size_t n, auto planes) {
+      for (int p = 0; p < kPlanes; ++p) {
+        for (size_t i = 0; i < n; ++i) planes[p][i] = Value(p, at + i, seed);
+      }
+      return absl::OkStatus();
+    });
+  }
+  bool Holds(int range, int seed) {
+    const auto all = ReadAll(range);
+    for (int p = 0; p < kPlanes; ++p) {
+      for (size_t i = 0; i < all[p].size(); ++i) {
+        if (all[p][i] != Value(p, i, seed)) return false;
+      }
+    }
+    return true;
+  }
+
+  std::unique_ptr<DeviceSystem> system_;
+  std::unique_ptr<PinnedHostPool> host_;
+  std::unique_ptr<StateFile> file_;
+};
+
+TEST_F(StateFileTest, PlanesStartZeroedAndSurviveWritesBitForBit) {
+  for (const auto& plane : ReadAll(2)) {
+    for (float v : plane) ASSERT_EQ(v, 0.0f);
+  }
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(Fill(r, 0, file_->range_elements(r), r + 1).ok());
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(Holds(r, r + 1)) << "range " << r;
+  const StateFileStats s = file_->stats();
+  EXPECT_EQ(s.state_bytes, kPlanes * 6510 * sizeof(float));
+  EXPECT_EQ(s.staging_bytes, 3 * NvmeStore::Padded(kPlanes * kChunk * sizeof(float)));
+  EXPECT_LE(host_->stats().requested, s.staging_bytes) << "host memory: the staging only";
+}
+
+TEST_F(StateFileTest, APartialWriteKeepsTheRestOfItsChunks) {
+  ASSERT_TRUE(Fill(0, 0, 2500, 1).ok());
+  ReadAll(2);  // the staging buffers now hold other chunks
+  ASSERT_TRUE(Fill(0, 900, 1200, 2).ok());  // parts of chunks 0 and 2, all of 1
+  const auto all = ReadAll(0);
+  for (int p = 0; p < kPlanes; ++p) {
+    for (size_t i = 0; i < 2500; ++i) {
+      const int seed = i >= 900 && i < 2100 ? 2 : 1;
+      ASSERT_EQ(all[p][i], Value(p, i, seed)) << "plane " << p << " element " << i;
+    }
+  }
+}
+
+TEST_F(StateFileTest, ThePipelinedUpdateEqualsTheUpdateInMemory) {
+  ASSERT_TRUE(Fill(2, 0, 4000, 3).ok());
+  const uint64_t read_before = file_->stats().bytes_read;
+  const uint64_t written_before = file_->stats().bytes_written;
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(file_->Run(2, Pass::kUpdate, [](size_t at, size_t n, auto planes) {
+      for (size_t i = 0; i < n; ++i) {
+        planes[1][i] = planes[1][i] * 0.5f + planes[0][i];
+        planes[2][i] += planes[1][i] * 1e-3f + float(at + i);
+        planes[0][i] -= planes[2][i] * 1e-4f;
+      }
+      return absl::OkStatus();
+    }).ok());
+  }
+  const uint64_t bytes = kPlanes * 4000 * sizeof(float);
+  EXPECT_EQ(file_->stats().bytes_read - read_before, 3 * bytes) << "each pass reads it once";
+  EXPECT_EQ(file_->stats().bytes_written - written_before, 3 * bytes) << "and writes it once";
+  std::vector<float> m(4000), a(4000), b(4000);
+  for (size_t i = 0; i < 4000; ++i) m[i] = Value(0, i, 3), a[i] = Value(1, i, 3), b[i] = Value(2, i, 3);
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < 4000; ++i) {
+      a[i] = a[i] * 0.5f + m[i];
+      b[i] += a[i] * 1e-3f + float(i);
+      m[i] -= b[i] * 1e-4f;
+    }
+  }
+  const auto all = ReadAll(2);
+  EXPECT_EQ(all[0], m);
+  EXPECT_EQ(all[1], a);
+  EXPECT_EQ(all[2], b);
+}
+
+TEST_F(StateFileTest, AFailedWriteLeavesTheRangeAsItWas) {
+  // Writes run on the pipeline's threads, two at a time.
+  std::atomic<int> writes{0};
+  std::atomic<bool> full{false};
+  MakeFile([&](uint64_t, size_t) {
+    return ++writes % 3 == 0 && full ? absl::ResourceExhaustedError("no space left (injected)")
+                                   : absl::OkStatus();
+  });
+  ASSERT_TRUE(Fill(2, 0, 4000, 5).ok());
+  full = true;
+  absl::Status s = Fill(2, 0, 4000, 6);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(file_->path()));
+  full = false;
+  EXPECT_TRUE(Holds(2, 5)) << "the old slots stay until a whole pass succeeded";
+  ASSERT_TRUE(Fill(2, 0, 4000, 6).ok());
+  EXPECT_TRUE(Holds(2, 6));
+}
+
+TEST_F(StateFileTest, AFileChangedUnderneathIsDataLoss) {
+  ASSERT_TRUE(Fill(0, 0, 2500, 7).ok());
+  const int fd = open(file_->path().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::vector<char> junk(64, 0x55);
+  const off_t size = lseek(fd, 0, SEEK_END);
+  for (off_t at = 0; at + 64 <= size; at += 4096) ASSERT_EQ(pwrite(fd, junk.data(), 64, at), 64);
+  close(fd);
+  absl::Status s = file_->Run(0, Pass::kUpdate, [](size_t, size_t, auto) { return absl::OkStatus(); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("changed underneath"));
+}
+
+TEST_F(StateFileTest, BadRangesAreClearErrors) {
+  auto nothing = [](size_t, size_t, auto) { return absl::OkStatus(); };
+  absl::Status s = file_->Run(1, 5, 6, Pass::kRead, nothing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("that one has 10 elements"));
+  EXPECT_EQ(file_->Run(3, Pass::kRead, nothing).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file_->Run(-1, Pass::kRead, nothing).code(), absl::StatusCode::kInvalidArgument);
+  auto stopped = file_->Run(0, Pass::kUpdate, [](size_t, size_t, auto) {
+    return absl::InternalError("stop");
+  });
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(StateFile::Create(0, {1}, host_.get(), {.folder = Folder()}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(StateFile::Create(1, {1}, host_.get(), {.folder = Folder() + "/no/such"}).ok());
+}
+
+TEST(StateFileMetaTest, BooksOnly) {
+  auto file = StateFile::Create(3, {size_t{1} << 33}, nullptr,
+                                {.folder = "/nonexistent-on-meta", .has_bytes = false});
+  ASSERT_TRUE(file.ok()) << file.status();
+  int calls = 0;
+  ASSERT_TRUE((*file)->Run(0, StateFile::Pass::kUpdate, [&](size_t, size_t, auto) {
+    ++calls;
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_EQ(calls, 0) << "no bytes to hand over";
+  EXPECT_EQ((*file)->stats().state_bytes, 3 * (size_t{1} << 35));
+  EXPECT_EQ((*file)->stats().bytes_read, 3 * (size_t{1} << 35));
+}
+
+}  // namespace
+}  // namespace zero
