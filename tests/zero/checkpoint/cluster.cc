@@ -1,5 +1,8 @@
 #include "tests/zero/checkpoint/cluster.h"
 
+#include <algorithm>
+#include <span>
+
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -75,18 +78,22 @@ absl::StatusOr<std::vector<ParamSet>> Cluster::Params() {
 absl::Status Cluster::CopyOwnedPieces(int rank, ModelStates& into) {
   Engine& engine = *engines_[rank];
   const Layout& layout = engine.layout();
+  RETURN_IF_ERROR(engine.stream()->Synchronize());
+  // Wherever the state lives (device, pinned host, NVMe file): host devices
+  // here, so every plane StreamOwnedState hands over is readable.
   for (const checkpoint::OwnedRun& run : checkpoint::OwnedRuns(layout, rank)) {
-    Engine::OwnedState owned = engine.owned_state(run.unit);
-    std::vector<float*> buffers = {owned.master};
-    buffers.insert(buffers.end(), owned.state.begin(), owned.state.end());
     const size_t in_piece = run.shard_index - layout.units()[run.unit].shard_offset;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      RETURN_IF_ERROR(engine.stream()->Copy(into[b][run.param].data() + run.begin,
-                                            buffers[b] + in_piece,
-                                            (run.end - run.begin) * sizeof(float)));
-    }
+    RETURN_IF_ERROR(engine.StreamOwnedState(
+        run.unit, in_piece, run.end - run.begin, Engine::StateAccess::kRead,
+        [&](size_t offset, size_t count, std::span<float* const> planes) -> absl::Status {
+          for (size_t b = 0; b < planes.size(); ++b) {
+            std::copy_n(planes[b], count,
+                        into[b][run.param].data() + run.begin + (offset - in_piece));
+          }
+          return absl::OkStatus();
+        }));
   }
-  return engine.stream()->Synchronize();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ModelStates> Cluster::States() {

@@ -100,6 +100,35 @@ TEST_P(Resume, EqualsUninterruptedTraining) {
   ExpectStatesIdentical(*want, *got, "resumed");
 }
 
+// Optimizer state on NVMe (offload_device nvme): Save reads it from the
+// state file and Load writes it there (owned_state_io's streamed path);
+// resumed training equals the uninterrupted run with the state in memory.
+TEST(CheckpointNvme, StateOnNvmeSavesAndResumes) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(4, 2);
+  run.config.offload = Offload::kOptimizer;
+  const std::string dir = FreshDir("nvme_resume");
+  std::unique_ptr<Cluster> uninterrupted = MakeCluster(*model, run);
+  TrainingRun on_nvme = run;
+  on_nvme.config.offload_device = OffloadDevice::kNvme;
+  on_nvme.config.nvme_path = FreshDir("nvme_saver");
+  std::unique_ptr<Cluster> saver = MakeCluster(*model, on_nvme);
+  on_nvme.config.nvme_path = FreshDir("nvme_resumed");
+  std::unique_ptr<Cluster> resumed = MakeCluster(*model, on_nvme);
+  ASSERT_TRUE(saver && uninterrupted && resumed);
+  ASSERT_TRUE(saver->Train(0, kSteps).ok());
+  ASSERT_TRUE(AllOk(saver->Save(dir)).ok());
+  ASSERT_TRUE(uninterrupted->Train(0, 2 * kSteps).ok());
+  ASSERT_TRUE(AllOk(resumed->Load(dir)).ok());
+  ASSERT_TRUE(resumed->Train(kSteps, 2 * kSteps).ok());
+  absl::StatusOr<std::vector<ParamSet>> expected = uninterrupted->Params();
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ExpectParamsOnEveryRank((*expected)[0], *resumed, "resumed from NVMe state");
+  absl::StatusOr<ModelStates> want = uninterrupted->States(), got = resumed->States();
+  ASSERT_TRUE(want.ok() && got.ok());
+  ExpectStatesIdentical(*want, *got, "resumed from NVMe state");
+}
+
 INSTANTIATE_TEST_SUITE_P(Checkpoint, Resume,
                          ::testing::Values(ResumeCase{0, DType::kF32}, ResumeCase{1, DType::kF32},
                                            ResumeCase{2, DType::kF32}, ResumeCase{3, DType::kF32},

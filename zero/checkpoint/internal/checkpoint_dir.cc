@@ -42,8 +42,10 @@ absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   absl::StatusOr<std::string> name = ReadWholeFile(latest);
   if (absl::IsNotFound(name.status())) {
     return absl::NotFoundError(
-        absl::StrFormat("no checkpoint at '%s': neither '%s/%s' nor '%s' exists", path, path,
-                        kManifestName, latest));
+        // The path once: the message crosses ranks in a bounded record
+        // (Agreement::kStatusBytes) and sandboxes make paths long.
+        absl::StrFormat("no checkpoint at '%s': it holds neither a '%s' nor a '%s' file", path,
+                        kManifestName, kLatestName));
   }
   if (!name.ok()) return name.status();
   const std::string folder(absl::StripAsciiWhitespace(*name));

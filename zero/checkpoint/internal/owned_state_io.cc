@@ -1,5 +1,7 @@
 #include "zero/checkpoint/internal/owned_state_io.h"
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -44,19 +46,55 @@ std::vector<float*> UnitBuffers(Engine& engine, int unit) {
   return buffers;
 }
 
+// State on NVMe (offload_device nvme) has no address: the piece is streamed
+// through the engine's staging, chunk by chunk, at once on this thread (so
+// `host` is done with on return, which the stream contract allows). The
+// stream is drained first: the state file is written only by Step.
+bool OnNvme(const Engine& engine) { return !engine.nvme_file().empty(); }
+
+// `each(plane chunk, host chunk, n)` over elements [at, at + count) of
+// buffer `buffer`; kUpdate keeps the planes it does not write.
+template <typename Each>
+absl::Status StreamNvme(Engine& engine, int unit, int buffer, size_t at, size_t count,
+                        Engine::StateAccess access, Each each) {
+  RETURN_IF_ERROR(engine.stream()->Synchronize());
+  return engine.StreamOwnedState(
+      unit, at, count, access,
+      [&](size_t offset, size_t n, std::span<float* const> planes) -> absl::Status {
+        each(planes[buffer], offset - at, n);
+        return absl::OkStatus();
+      });
+}
+
 }  // namespace
 
 absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, float* host,
                                size_t count) {
+  if (OnNvme(engine)) {
+    return StreamNvme(engine, unit, buffer, at, count, Engine::StateAccess::kRead,
+                      [host](float* plane, size_t to, size_t n) {
+                        std::copy_n(plane, n, host + to);
+                      });
+  }
   return engine.stream()->Copy(host, UnitBuffers(engine, unit)[buffer] + at, count * sizeof(float));
 }
 
 absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at, const float* host,
                                  size_t count) {
+  if (OnNvme(engine)) {
+    return StreamNvme(engine, unit, buffer, at, count, Engine::StateAccess::kUpdate,
+                      [host](float* plane, size_t from, size_t n) {
+                        std::copy_n(host + from, n, plane);
+                      });
+  }
   return engine.stream()->Copy(UnitBuffers(engine, unit)[buffer] + at, host, count * sizeof(float));
 }
 
 absl::Status EnqueueZeros(Engine& engine, int unit, int buffer, size_t at, size_t count) {
+  if (OnNvme(engine)) {
+    return StreamNvme(engine, unit, buffer, at, count, Engine::StateAccess::kUpdate,
+                      [](float* plane, size_t, size_t n) { std::fill_n(plane, n, 0.0f); });
+  }
   return engine.stream()->Fill(UnitBuffers(engine, unit)[buffer] + at, 0, count * sizeof(float));
 }
 
