@@ -64,14 +64,24 @@ def _offload(reader, key, stage_needed, engine, value, stage):
     sub = reader.child(key)
     if sub is None:
         return
-    device = sub.take("device", str, "none", lambda v: v in ("none", "cpu"))
+    # NVMe (ZeRO-Infinity) holds the optimizer's state only: the engine does
+    # not page stage-3 parameters to files yet.
+    devices = ("none", "cpu", "nvme") if key == "offload_optimizer" else ("none", "cpu")
+    device = sub.take("device", str, "none", lambda v: v in devices)
+    nvme_path = sub.take("nvme_path", str, None) if device == "nvme" else None
     sub.take("pin_memory", bool)  # the host pool is always pinned on cards
     sub.done()
-    if device == "cpu":
+    if device == "nvme" and not nvme_path:
+        raise ZeroError("config key 'zero_optimization.%s.nvme_path' is required with "
+                        "device 'nvme'" % key)
+    if device in ("cpu", "nvme"):
         if stage < stage_needed:
             raise ZeroError("config key 'zero_optimization.%s' needs stage >= %d"
                             % (key, stage_needed))
         engine["offload"] = value
+    if device == "nvme":
+        engine["offload_device"] = "nvme"
+        engine["nvme_path"] = nvme_path
 
 
 def _zero_optimization(reader, engine):

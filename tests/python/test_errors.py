@@ -132,6 +132,30 @@ def test_engine_errors_surface_as_zero_errors():
         opt.step()  # one micro-batch of two
 
 
+def test_nvme_offload_reaches_the_engine(tmp_path):
+    from zero import _config
+    ds = {"zero_optimization": {"stage": 2, "offload_optimizer": {
+        "device": "nvme", "nvme_path": str(tmp_path), "pin_memory": True}}}
+    engine = _config.engine_config(ds, 1)[0]
+    assert (engine["offload"], engine["offload_device"], engine["nvme_path"]) == \
+        ("optimizer", "nvme", str(tmp_path))
+    with pytest.raises(zero.ZeroError, match="nvme_path' is required"):
+        _config.engine_config({"zero_optimization": {"stage": 2, "offload_optimizer": {
+            "device": "nvme"}}}, 1)
+    with pytest.raises(zero.ZeroError, match="offload_param.device"):
+        _config.engine_config({"zero_optimization": {"stage": 3, "offload_param": {
+            "device": "nvme", "nvme_path": str(tmp_path)}}}, 1)
+
+
+def test_nvme_state_with_several_param_groups_is_refused(tmp_path):
+    # The example's AdamW has two groups (decay, no decay): the engine's
+    # grouped optimizer cannot tell them apart in NVMe staging buffers yet.
+    model, opt = _model_and_adamw()
+    _raises("2 parameter groups with the optimizer state on NVMe", model, opt,
+            {"zero_optimization": {"stage": 2, "offload_optimizer": {
+                "device": "nvme", "nvme_path": str(tmp_path)}}})
+
+
 def test_overlap_comm_reaches_the_engine():
     from zero import _config
     for value in (True, False):

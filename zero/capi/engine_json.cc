@@ -78,6 +78,13 @@ Field Bool(std::string_view key, bool* out) {
           }};
 }
 
+Field String(std::string_view key, std::string* out) {
+  return {key, [out](const Value& v, const std::string& where) -> absl::Status {
+            ASSIGN_OR_RETURN(*out, json::AsString(v, where));
+            return absl::OkStatus();
+          }};
+}
+
 // A string that must be one of `names`; *out gets its index.
 template <class E>
 Field Choice(std::string_view key, std::vector<std::pair<std::string_view, E>> names, E* out) {
@@ -193,6 +200,10 @@ absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
                         {"optimizer", Offload::kOptimizer},
                         {"parameters", Offload::kParameters}},
                        &c.offload),
+       Choice<OffloadDevice>("offload_device",
+                             {{"cpu", OffloadDevice::kCpu}, {"nvme", OffloadDevice::kNvme}},
+                             &c.offload_device),
+       String("nvme_path", &c.nvme_path), Uint("nvme_chunk_elements", &c.nvme_chunk_elements),
        Uint("host_capacity", &c.host_capacity), Bool("offload_overlap", &c.offload_overlap),
        Bool("overlap_comm", &c.overlap_comm),
        Uint("prefetch_elements", &c.prefetch_elements),

@@ -54,6 +54,15 @@ absl::Status GroupedOptimizer::Bind(Engine& engine, int rank,
   }
   ranges_.clear();
   if (group_count() == 1) return absl::OkStatus();
+  // Groups are told apart by the address of the master elements; with the
+  // state on NVMe the optimizer sees staging buffers instead, so every
+  // element would step with group 0.
+  if (!engine.nvme_file().empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%d parameter groups with the optimizer state on NVMe (offload_device nvme) are not "
+        "supported yet: use one group, or offload to the CPU",
+        group_count()));
+  }
   // Stage 0 steps whole units; the others this rank's piece of each
   // (zero/placement.h). owned_state() points at the piece either way.
   const bool whole = engine.config().stage == 0;

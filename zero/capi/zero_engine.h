@@ -89,6 +89,8 @@ typedef struct zero_param_spec {
  *   reduce_chunk_elements, loss_scaler {initial_scale, growth_factor,
  *   backoff_factor, growth_interval, hysteresis, min_scale,
  *   consecutive_hysteresis}, offload ("none", "optimizer", "parameters"),
+ *   offload_device ("cpu", "nvme": optimizer state in a file under nvme_path),
+ *   nvme_path, nvme_chunk_elements,
  *   host_capacity, offload_overlap, overlap_comm, prefetch_elements, max_live_elements,
  *   max_reuse_distance, persistence_threshold (zero/config.h says each),
  *   optimizer {type: "adam" | "adamw" | "sgd", groups: [{...}, ...]} with

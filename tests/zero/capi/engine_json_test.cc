@@ -34,6 +34,7 @@ TEST(EngineJson, ReadsEveryKey) {
                     "growth_interval": 10, "hysteresis": 3, "min_scale": 1,
                     "consecutive_hysteresis": true},
     "offload": "parameters", "host_capacity": 1048576, "offload_overlap": false,
+    "offload_device": "nvme", "nvme_path": "/local/nvme", "nvme_chunk_elements": 4096,
     "prefetch_elements": 7, "max_live_elements": 8, "max_reuse_distance": 9,
     "persistence_threshold": 10,
     "optimizer": {"type": "sgd", "groups": [{"lr": 0.1, "momentum": 0.9, "nesterov": true},
@@ -54,6 +55,9 @@ TEST(EngineJson, ReadsEveryKey) {
   EXPECT_EQ(c.offload, Offload::kParameters);
   EXPECT_EQ(c.host_capacity, 1048576u);
   EXPECT_FALSE(c.offload_overlap);
+  EXPECT_EQ(c.offload_device, OffloadDevice::kNvme);
+  EXPECT_EQ(c.nvme_path, "/local/nvme");
+  EXPECT_EQ(c.nvme_chunk_elements, 4096u);
   EXPECT_EQ(c.prefetch_elements, 7u);
   EXPECT_EQ(c.max_live_elements, 8u);
   EXPECT_EQ(c.max_reuse_distance, 9);
