@@ -1,7 +1,5 @@
 #include "zero/comm/internal/stream_mover.h"
 
-#include <cstring>
-
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "memory/tag.h"
@@ -48,9 +46,10 @@ absl::Status StreamMover::Reduce(DType dtype, ReduceOp op, absl::Span<const void
   // acc = float(s0); acc = float(acc + float(s_p)) for p = 1..; dst = dtype(acc):
   // the order and roundings of HostReduce. The accumulator is scratch, so dst
   // may be any source.
-  const bool wide = dtype == DType::kF32;
-  ASSIGN_OR_RETURN(float* acc, Scratch(dst, wide ? count : 2 * count));
-  float* widened = wide ? nullptr : acc + count;
+  // bf16/fp16 sources are widened one at a time into the scratch's second half.
+  const bool fp32 = dtype == DType::kF32;
+  ASSIGN_OR_RETURN(float* acc, Scratch(dst, fp32 ? count : 2 * count));
+  float* widened = fp32 ? nullptr : acc + count;
   RETURN_IF_ERROR(elementwise_.Widen(acc, sources[0], count, dtype, stream_));
   for (size_t p = 1; p < sources.size(); ++p) {
     const float* term = static_cast<const float*>(sources[p]);
