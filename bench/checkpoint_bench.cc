@@ -166,17 +166,23 @@ uint64_t PeakResidentGrowth(const std::function<void()>& fn) {
   return peak - start;
 }
 
-double CrcGbPerSecond() {
-  std::vector<unsigned char> data(size_t{64} << 20, 7);
+// CRC-32C over 1 GiB in buffers of `bytes`, best of 5: a buffer that stays
+// in cache gives the instruction's rate, a large one what a core's memory
+// bandwidth leaves (a load checks bytes it has just read, so between the two).
+double CrcGbPerSecond(size_t bytes) {
+  std::vector<unsigned char> data(bytes, 7);
+  const size_t repeats = std::max<size_t>(1, (size_t{1} << 30) / bytes);
   double best = 1e30;
   for (int pass = 0; pass < 5; ++pass) {
     const auto start = std::chrono::steady_clock::now();
-    volatile uint32_t sink = Crc32c(data.data(), data.size());
+    uint32_t crc = 0;
+    for (size_t r = 0; r < repeats; ++r) crc ^= Crc32c(data.data(), data.size());
+    volatile uint32_t sink = crc;
     (void)sink;
     best = std::min(
         best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  return data.size() / best / 1e9;
+  return repeats * data.size() / best / 1e9;
 }
 
 absl::Status Run() {
@@ -189,15 +195,18 @@ absl::Status Run() {
   checkpoint::SaveOptions save;
   save.snapshot_bytes = numel * 3 * 4 / kRanks + (size_t{64} << 20);  // all of a rank's state
   absl::Status s;
-  const double save_s = Seconds(
-      [&] {
-        return OnRanks([&](int r) {
-          return checkpoint::Save(ranks->participant(r), dir + "/sync", save).status();
-        });
-      },
-      &s);
-  RETURN_IF_ERROR(s);
-  const std::vector<uint64_t> sizes = FileSizes(dir + "/sync/step-0");
+  auto save_all = [&] {
+    return OnRanks([&](int r) {
+      return checkpoint::Save(ranks->participant(r), dir + "/sync", save).status();
+    });
+  };
+  double save_s = 1e30;  // best of two, as the limits
+  for (int pass = 0; pass < 2; ++pass) {
+    save_s = std::min(save_s, Seconds(save_all, &s));
+    RETURN_IF_ERROR(s);
+  }
+  const std::string saved = dir + "/sync/step-0";
+  const std::vector<uint64_t> sizes = FileSizes(saved);
   uint64_t bytes = 0;
   for (uint64_t b : sizes) bytes += b;
 
@@ -279,8 +288,10 @@ absl::Status Run() {
       double(peak_staging) / budget, peak_staging / 1048576.0, budget >> 20);
   std::printf("load peak resident growth / budgets     %.3f  (%.1f MiB over %d x %zu MiB)\n",
               double(rss_growth) / (kRanks * budget), rss_growth / 1048576.0, kRanks, budget >> 20);
-  std::printf("crc32c one core                         %.2f GB/s  (goal >= 15)\n",
-              CrcGbPerSecond());
+  std::printf("crc32c one core, in cache (256 KiB)     %.2f GB/s  (goal >= 15)\n",
+              CrcGbPerSecond(size_t{256} << 10));
+  std::printf("crc32c one core, from memory (64 MiB)   %.2f GB/s\n",
+              CrcGbPerSecond(size_t{64} << 20));
   std::filesystem::remove_all(dir);
   return absl::OkStatus();
 }

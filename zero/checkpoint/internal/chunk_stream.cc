@@ -23,9 +23,8 @@ absl::StatusOr<std::unique_ptr<DirectFile>> OpenChecked(const std::string& folde
   return std::make_unique<DirectFile>(std::move(file));
 }
 
-// One host buffer and the outcome of the read in it.
+// The outcome of the read in one staging buffer.
 struct Slot {
-  AlignedBuffer buffer;
   bool ready = false;
   absl::Status status;
 };
@@ -63,11 +62,14 @@ absl::Status ChunkStream::Run(Consumer consume) {
   const std::vector<ChunkRead>& reads = plan_->reads;
   const int slots = plan_->slots;
   if (reads.empty()) return absl::OkStatus();
-  std::vector<Slot> slot(slots);
-  for (Slot& s : slot) {
-    ASSIGN_OR_RETURN(s.buffer, AllocateAlignedBuffer(plan_->slot_bytes));
+  // Allocated once and kept for the next Run: Load's second pass then
+  // reads into pages the first already faulted in.
+  while (buffers_.size() < static_cast<size_t>(slots)) {
+    ASSIGN_OR_RETURN(AlignedBuffer buffer, AllocateAlignedBuffer(plan_->slot_bytes));
+    buffers_.push_back(std::move(buffer));
   }
   peak_staging_bytes_ = std::max<uint64_t>(peak_staging_bytes_, plan_->staging_bytes());
+  std::vector<Slot> slot(slots);
 
   std::mutex mu;
   std::condition_variable cv;
@@ -81,7 +83,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
         cv.wait(lock, [&] { return stop || !slot[w].ready; });
         if (stop) return;
       }
-      absl::Status status = ReadAndVerify(reads[i], slot[w].buffer.get());
+      absl::Status status = ReadAndVerify(reads[i], buffers_[w].get());
       std::lock_guard lock(mu);
       slot[w].status = std::move(status);
       slot[w].ready = true;
@@ -97,7 +99,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return s.ready; });
     }
-    status = s.status.ok() ? consume(reads[i], s.buffer.get()) : s.status;
+    status = s.status.ok() ? consume(reads[i], buffers_[i % slots].get()) : s.status;
     if (status.ok()) bytes_read_ += reads[i].end - reads[i].begin;
     std::lock_guard lock(mu);
     s.ready = false;

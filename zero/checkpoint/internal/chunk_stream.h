@@ -2,7 +2,8 @@
 // (O_DIRECT where the filesystem allows), each into its own aligned host
 // buffer, every chunk checked against its CRC-32C on the reading thread, and
 // handed to the caller in plan order. Host staging is plan.staging_bytes()
-// whatever the checkpoint's size. Used by one thread at a time.
+// whatever the checkpoint's size, allocated by the first Run and kept for
+// the next. Used by one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -46,6 +47,7 @@ class ChunkStream {
   const Manifest* manifest_;
   const LoadPlan* plan_;
   std::vector<std::unique_ptr<DirectFile>> files_;  // by manifest index; null when unread
+  std::vector<AlignedBuffer> buffers_;              // plan_->slots staging buffers, kept
   uint64_t peak_staging_bytes_ = 0;
   uint64_t bytes_read_ = 0;
 };

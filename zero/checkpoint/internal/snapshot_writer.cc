@@ -1,5 +1,9 @@
 #include "zero/checkpoint/internal/snapshot_writer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -10,6 +14,8 @@
 
 namespace zero::checkpoint {
 namespace {
+
+constexpr int kWriterNice = 10;
 
 uint64_t ChunkEnd(const PlannedChunk& c) { return c.offset + (c.end - c.begin) * sizeof(float); }
 
@@ -125,6 +131,10 @@ absl::Status SnapshotWriter::WriteSegment(AtomicFileWriter& writer, const Filled
 }
 
 void SnapshotWriter::WriteAll(std::string path) {
+  // Below training's priority: where cores are short, the snapshot copies
+  // (which training waits for) and the steps run first; the write only has
+  // to finish before the next save. Linux sets nice per thread; advice only.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice);
   absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Open(path);
   absl::Status status = writer.status();
   WrittenFile out;
