@@ -17,7 +17,8 @@
 namespace zero {
 namespace {
 
-constexpr int kBuffers = 3;  // reading ahead, in the caller's hands, writing behind
+constexpr int kBuffers = StateFile::kStagingBuffers;
+constexpr size_t kAhead = 2;  // reads ahead; the rest: the caller's chunk, two writing behind
 
 }  // namespace
 
@@ -92,8 +93,9 @@ absl::Status StateFile::ZeroFill() {
 }
 
 // The pipeline over chunks [first, last] of one range: buffer (j - first) %
-// 3 holds chunk j; before chunk j+1 is read into a buffer, that buffer's
-// write (chunk j-2) must be done. Writes go to fresh slots, adopted at the end.
+// kBuffers holds chunk j; before chunk j+kAhead is read into a buffer, that
+// buffer's write (chunk j+kAhead-kBuffers, issued two chunks earlier) must be
+// done. Writes go to fresh slots, adopted at the end.
 absl::Status StateFile::CheckRange(int range, size_t begin, size_t count) const {
   if (range >= 0 && range < range_count() && begin + count <= elements_[range] &&
       begin + count >= begin) {
@@ -127,12 +129,13 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
     pending[(j - first) % kBuffers] = std::async(
         std::launch::async, [this, slot = c.slot, to = buffer(j)] { return store_->Read(slot, to); });
   };
-  read(first);
+  for (size_t j = first; j < first + kAhead && j <= last; ++j) read(j);
   for (size_t j = first; j <= last; ++j) {
     const size_t b = (j - first) % kBuffers;
-    if (j < last) {
-      settle((b + 1) % kBuffers);  // chunk j-2's write
-      if (status.ok()) read(j + 1);
+    if (j + kAhead <= last) {
+      // Chunk j+kAhead's buffer was chunk j+kAhead-kBuffers's, written behind since.
+      settle((j + kAhead - first) % kBuffers);
+      if (status.ok()) read(j + kAhead);
     }
     settle(b);
     if (!status.ok()) break;

@@ -1,9 +1,11 @@
 // Optimizer state on NVMe (ZeRO-Infinity's offload_optimizer: nvme): a few
 // parallel fp32 arrays ("planes": master weights, each optimizer state) over
-// a few ranges (one per unit), kept in one file and streamed through three
-// bounded staging buffers. Run() is the pipeline: while chunk i is handed to
-// the caller (the CPU step), chunk i+1 is read and chunk i-1 written, so a
-// pass costs about one read and one write of the state.
+// a few ranges (one per unit), kept in one file and streamed through
+// kStagingBuffers bounded staging buffers. Run() is the pipeline: while chunk
+// i is handed to the caller (the CPU step), chunks i+1 and i+2 are read and
+// i-1 and i-2 written, so a pass costs about one read and one write of the
+// state (with one request each way the virtio disk here idled between them:
+// 1.5-2x).
 //
 // Chunk j of a range holds elements [j*C, (j+1)*C) of every plane in one
 // slot of the file (C = chunk_elements). A pass that writes puts each chunk
@@ -49,6 +51,7 @@ struct StateFileStats {
 
 class StateFile {
  public:
+  static constexpr int kStagingBuffers = 5;
   enum class Pass {
     kRead,    // the caller reads the chunks; nothing is written
     kWrite,   // the caller overwrites [begin, begin + count) of every plane
@@ -60,8 +63,8 @@ class StateFile {
       absl::FunctionRef<absl::Status(size_t offset, size_t count, std::span<float* const> planes)>;
 
   // Zero-filled planes over ranges of these element counts; staging comes
-  // from `staging` (pinned host memory; may be null without bytes), three
-  // buffers of planes x chunk.
+  // from `staging` (pinned host memory; may be null without bytes),
+  // kStagingBuffers buffers of planes x chunk.
   static absl::StatusOr<std::unique_ptr<StateFile>> Create(int planes, std::vector<size_t> ranges,
                                                            MemoryResource* staging,
                                                            StateFileOptions options);

@@ -25,6 +25,11 @@ class MmapArenaSource final : public ArenaSource {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "mmap of a %s host arena failed: %s", FormatBytes(bytes), std::strerror(errno)));
     }
+    // The arenas stand in for pinned memory, which the NVMe tier reads and
+    // writes with O_DIRECT: the kernel pins their pages per request, and
+    // 2 MiB pages make that 3-5x cheaper than 4 KiB ones (measured: the
+    // NVMe step 6x over its limit without). Advice only.
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
     return p;
   }
 

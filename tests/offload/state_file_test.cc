@@ -90,7 +90,7 @@ TEST_F(StateFileTest, PlanesStartZeroedAndSurviveWritesBitForBit) {
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(Holds(r, r + 1)) << "range " << r;
   const StateFileStats s = file_->stats();
   EXPECT_EQ(s.state_bytes, kPlanes * 6510 * sizeof(float));
-  EXPECT_EQ(s.staging_bytes, 3 * NvmeStore::Padded(kPlanes * kChunk * sizeof(float)));
+  EXPECT_EQ(s.staging_bytes, StateFile::kStagingBuffers * NvmeStore::Padded(kPlanes * kChunk * sizeof(float)));
   EXPECT_LE(host_->stats().requested, s.staging_bytes) << "host memory: the staging only";
 }
 

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "base/status_macros.h"
+#include "offload/state_file.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
 
@@ -56,8 +57,8 @@ TEST_P(NvmeMatchesHostOffload, BitForBit) {
   const TrainingRun host_run = HostOffloadRun(stage, offload, dtype, overlap);
   std::vector<RankResult> host = TrainWithEngine(*model, host_run, AdamW());
   std::vector<RankResult> nvme = TrainWithEngine(*model, NvmeRun(host_run), AdamW());
-  // Three buffers of three planes, each padded to the file's 4 KiB.
-  const size_t staging = 3 * ((3 * kChunk * sizeof(float) + 4095) / 4096 * 4096);
+  // The state file's buffers of three planes, each padded to the file's 4 KiB.
+  const size_t staging = StateFile::kStagingBuffers * ((3 * kChunk * sizeof(float) + 4095) / 4096 * 4096);
   for (int r = 0; r < host_run.world; ++r) {
     ASSERT_TRUE(host[r].status.ok()) << "rank " << r << ": " << host[r].status;
     ASSERT_TRUE(nvme[r].status.ok()) << "rank " << r << ": " << nvme[r].status;
