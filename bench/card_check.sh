@@ -25,7 +25,7 @@ targets=(//bench:card_check //bench:card_timing //tests/optimizers:cuda_test
          //tests/memory/interop:thrust_cuda_test
          //tests/zero:card_training_test)
 # Shared libraries for the Python checks, carried in .device/lib.
-libs=(//memory/interop:libzero_allocator.so)
+libs=(//memory/interop:libzero_allocator.so //zero/capi:libzero_engine.so)
 # GoogleTest cases that check behaviour without a card; they skip on a card by
 # design, so `run` leaves them out.
 no_card_cases='*WithoutACard*'
@@ -122,6 +122,8 @@ run_all() {
   done
   # PyTorch on the pool through libzero_allocator.so.
   judge torch_card_check.py python3 bench/torch_card_check.py .device/lib/libzero_allocator.so
+  # The Python package (zero.wrap) training the example GPT on the card.
+  judge torch_card_package.py python3 bench/torch_card_package.py .device/lib/libzero_engine.so
   echo "card checks ($mode): $passed passed, $failed failed, $skipped skipped"
   ((failed == 0))
 }

@@ -38,10 +38,13 @@ class Stream {
   // Copies or fills bytes, ordered with the rest of the stream's work.
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status Fill(void* dst, unsigned char value, size_t bytes) = 0;
-  // Copies from ordinary (pageable) host memory that the caller may reuse as
-  // soon as this returns, like cudaMemcpyAsync from pageable memory: the
-  // bytes are staged, the copy to `dst` stays ordered on the stream. The
-  // default copies and synchronizes (correct, but the host waits).
+  // Copies from memory the caller owns: ordinary (pageable) host memory it
+  // may reuse as soon as this returns, like cudaMemcpyAsync from pageable
+  // memory (the bytes are staged, the copy to `dst` stays ordered on the
+  // stream), or, on a card, card memory of another allocator (a framework's
+  // tensor), read in stream order like Copy: keep it until the stream ran
+  // the copy. The default copies and synchronizes (correct, but the host
+  // waits).
   virtual absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) {
     absl::Status copied = Copy(dst, src, bytes);
     return copied.ok() ? Synchronize() : copied;

@@ -80,6 +80,15 @@ absl::Status CudaStream::CopyFromPageable(void* dst, const void* src, size_t byt
   if (bytes == 0) return absl::OkStatus();
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
+  // A card's memory (torch's caching allocator hands gradients over from
+  // there) cannot be read by the host memcpy below: copy it in stream order.
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, src) == cudaSuccess &&
+      (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged)) {
+    return RuntimeStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
+                         "cudaMemcpyAsync");
+  }
+  (void)cudaGetLastError();  // an unregistered pointer may leave an error behind
   ASSIGN_OR_RETURN(Staging staged, TakeStaging(bytes));
   std::memcpy(staged.data, src, bytes);
   const cudaError_t copied =

@@ -111,6 +111,7 @@ def load_state_dict(model, values, strict=True):
                 state.engine.set_param(entry.index, value)
             else:
                 tensor.copy_(value)
+    state.engine.order.after_engine()
 
 
 def consolidate(checkpoint, output):

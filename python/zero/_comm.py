@@ -21,11 +21,25 @@ from . import _lib
 from ._liveness import heartbeat
 
 
-def _tensor(ptr, count, dtype):
-    """`count` elements at address `ptr` as a tensor aliasing them."""
+class _CardBytes:
+    """`size` bytes of card memory at `ptr`, for torch.as_tensor (which
+    aliases what __cuda_array_interface__ describes; it has no bf16, so the
+    bytes are viewed as the dtype afterwards)."""
+
+    def __init__(self, ptr, size):
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 2}
+
+
+def _tensor(ptr, count, dtype, device=None):
+    """`count` elements at address `ptr` (of `device`: default host memory)
+    as a tensor aliasing them."""
+    device = device or torch.device("cpu")
     if count == 0 or not ptr:
-        return torch.empty(0, dtype=dtype)
+        return torch.empty(0, dtype=dtype, device=device)
     size = count * torch.empty(0, dtype=dtype).element_size()
+    if device.type == "cuda":
+        return torch.as_tensor(_CardBytes(ptr, size), device=device).view(dtype)
     return torch.frombuffer((ctypes.c_byte * size).from_address(ptr), dtype=dtype)
 
 
@@ -45,9 +59,10 @@ def _reduce_in_order(chunks, op, out):
 class ProcessGroupCollectives:
     """Owns the ctypes callbacks (keep it alive as long as the communicator)."""
 
-    def __init__(self, group=None, ordered=True):
+    def __init__(self, group=None, ordered=True, device=None):
         self.group = group
         self.ordered = ordered
+        self.device = device or torch.device("cpu")
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         self.aborted = None  # the reason the engine gave, if it failed
@@ -64,7 +79,12 @@ class ProcessGroupCollectives:
     def _guard(self, fn):
         def call(*args):
             try:
-                fn(*args[:-2])  # user and stream are not needed on host devices
+                # The engine's stream is synchronized before the call (user
+                # and stream are not needed); the result must be in place
+                # when it returns: on a card, torch's stream is waited for.
+                fn(*args[:-2])
+                if self.device.type == "cuda":
+                    torch.cuda.current_stream(self.device).synchronize()
                 return 0
             except BaseException as e:  # noqa: BLE001 - nothing may cross into C
                 text = "%s: %s" % (type(e).__name__, e)
@@ -76,20 +96,23 @@ class ProcessGroupCollectives:
                 return 1
         return call
 
+    def _tensor(self, ptr, count, dtype):
+        return _tensor(ptr, count, dtype, self.device)
+
     def _abort(self, reason, user):
         self.aborted = reason.decode(errors="replace") if reason else "aborted"
 
     def _all_gather(self, send, recv, count, dtype):
         dtype = _lib.TORCH_DTYPE[dtype]
-        out = _tensor(recv, count * self.world, dtype)
-        inp = _tensor(send, count, dtype)
+        out = self._tensor(recv, count * self.world, dtype)
+        inp = self._tensor(send, count, dtype)
         if send == (recv or 0) + self.rank * count * out.element_size():
             inp = inp.clone()  # in place (NCCL's rule): the input is part of the output
         dist.all_gather_into_tensor(out, inp, group=self.group)
 
     def _reduce_scatter(self, send, recv, count, dtype, op):
         dtype = _lib.TORCH_DTYPE[dtype]
-        inp, out = _tensor(send, count * self.world, dtype), _tensor(recv, count, dtype)
+        inp, out = self._tensor(send, count * self.world, dtype), self._tensor(recv, count, dtype)
         if not self.ordered:
             return self._native(dist.reduce_scatter_tensor, out, inp.clone(), op)
         # Every rank's chunk number self.rank, in rank order.
@@ -99,18 +122,18 @@ class ProcessGroupCollectives:
 
     def _all_reduce(self, send, recv, count, dtype, op):
         dtype = _lib.TORCH_DTYPE[dtype]
-        inp, out = _tensor(send, count, dtype), _tensor(recv, count, dtype)
+        inp, out = self._tensor(send, count, dtype), self._tensor(recv, count, dtype)
         if not self.ordered:
             if send != recv:
                 out.copy_(inp)
             return self._native(dist.all_reduce, out, None, op)
         # A reduce-scatter over padded chunks, then an all-gather.
         chunk = -(-count // self.world)
-        padded = torch.zeros(chunk * self.world, dtype=dtype)
+        padded = torch.zeros(chunk * self.world, dtype=dtype, device=self.device)
         padded[:count] = inp
         mine = torch.empty_like(padded)
         dist.all_to_all_single(mine, padded, group=self.group)
-        reduced = torch.empty(chunk, dtype=dtype)
+        reduced = torch.empty(chunk, dtype=dtype, device=self.device)
         _reduce_in_order(mine.view(self.world, chunk), op, reduced)
         dist.all_gather_into_tensor(padded, reduced, group=self.group)
         out.copy_(padded[:count])
@@ -127,9 +150,9 @@ class ProcessGroupCollectives:
 
     def _broadcast(self, send, recv, count, dtype, root):
         dtype = _lib.TORCH_DTYPE[dtype]
-        out = _tensor(recv, count, dtype)
+        out = self._tensor(recv, count, dtype)
         if self.rank == root and send != recv:
-            out.copy_(_tensor(send, count, dtype))
+            out.copy_(self._tensor(send, count, dtype))
         src = dist.get_global_rank(self.group, root) if self.group is not None else root
         dist.broadcast(out, src=src, group=self.group)
 

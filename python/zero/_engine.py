@@ -7,7 +7,7 @@ import json
 import torch
 import torch.distributed as dist
 
-from . import _comm, _lib
+from . import _comm, _lib, _order
 from ._lib import check
 
 
@@ -23,16 +23,17 @@ class Engine:
         check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
               "creating devices '%s'" % devices_spec)
         self.devices = devices
+        self.device = _order.device_of(devices_spec)
         comm = ctypes.c_void_p()
         if dist.is_available() and dist.is_initialized():
-            self.collectives = _comm.ProcessGroupCollectives(group, ordered)
+            self.collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
             self.rank, self.world = self.collectives.rank, self.collectives.world
             check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
                                        ctypes.byref(self.collectives.struct)),
                   "creating the communicator")
         else:
             self.rank, self.world = 0, 1
-            check(lib.zero_comm_create_local(ctypes.byref(comm), 1, 60.0),
+            check(lib.zero_comm_create_local(ctypes.byref(comm), 1, 60.0, self.devices),
                   "creating the communicator")
         self.comm = comm
         names = [s[0].encode() for s in specs]  # kept alive through the call
@@ -44,6 +45,7 @@ class Engine:
                                            array, len(specs), self.comm, self.devices, 0),
                     "creating the engine")
         self.handle = handle
+        self.order = _order.order_for(self, self.device)
 
     def _check(self, rc, what):
         if rc == 0:
@@ -60,18 +62,23 @@ class Engine:
         self._check(self._lib.zero_engine_param(self.handle, index, ctypes.byref(data),
                                                 ctypes.byref(numel), ctypes.byref(dtype)),
                     "reading parameter %d" % index)
-        return _comm._tensor(data.value, numel.value, _lib.TORCH_DTYPE[dtype.value]).view(shape)
+        return _comm._tensor(data.value, numel.value, _lib.TORCH_DTYPE[dtype.value],
+                             self.device).view(shape)
 
     def set_param(self, index, values):
-        values = values.detach().to(torch.float32).contiguous()
+        """From host memory (the engine copies it before returning); call
+        order.after_engine() before torch reads the parameter."""
+        values = values.detach().to("cpu", torch.float32).contiguous()
         self._check(self._lib.zero_engine_set_param(self.handle, index, values.data_ptr(),
                                                     values.numel()),
                     "setting parameter %d" % index)
 
     def fetch(self, module):
         self._check(self._lib.zero_engine_fetch(self.handle, module), "fetching module %d" % module)
+        self.order.after_engine()
 
     def release(self, module):
+        self.order.before_engine()  # torch's kernels may still read the gathered memory
         self._check(self._lib.zero_engine_release(self.handle, module),
                     "releasing module %d" % module)
 
@@ -80,12 +87,21 @@ class Engine:
         if code is None:
             raise _lib.ZeroError("gradient of parameter %d is %s" % (index, grad.dtype))
         grad = grad.contiguous()
+        if grad.device != self.device:
+            raise _lib.ZeroError("gradient of parameter %d is on %s, the engine on %s"
+                                 % (index, grad.device, self.device))
+        self.order.before_engine(grad)
         self._check(self._lib.zero_engine_add_grad(self.handle, index, grad.data_ptr(),
                                                    grad.numel(), code),
                     "adding the gradient of parameter %d" % index)
 
     def step(self):
+        self.order.before_engine()
         self._check(self._lib.zero_engine_step(self.handle), "step")
+        self.order.after_engine()
+
+    def synchronize(self):
+        self._check(self._lib.zero_engine_synchronize(self.handle), "synchronize")
 
     def zero_grad(self):
         self._check(self._lib.zero_engine_zero_grad(self.handle), "zero_grad")
@@ -122,14 +138,17 @@ class Engine:
         # buffer holds any path the file system allows.
         needed = ctypes.c_size_t()
         buffer = ctypes.create_string_buffer(1 << 16)
+        self.order.before_engine()
         self._check(self._lib.zero_engine_save(self.handle, root.encode(), buffer, len(buffer),
                                                ctypes.byref(needed)),
                     "saving a checkpoint under '%s'" % root)
         return buffer.value.decode()
 
     def load(self, path):
+        self.order.before_engine()
         self._check(self._lib.zero_engine_load(self.handle, path.encode()),
                     "loading the checkpoint '%s'" % path)
+        self.order.after_engine()
 
     def close(self):
         lib = self._lib

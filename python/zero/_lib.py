@@ -44,7 +44,7 @@ class Collectives(ctypes.Structure):
 _SIGNATURES = {
     "zero_devices_create": [ctypes.POINTER(_p), ctypes.c_char_p],
     "zero_devices_destroy": [_p],
-    "zero_comm_create_local": [ctypes.POINTER(_p), _i, _d],
+    "zero_comm_create_local": [ctypes.POINTER(_p), _i, _d, _p],
     "zero_comm_create": [ctypes.POINTER(_p), _i, _i, ctypes.POINTER(Collectives)],
     "zero_comm_destroy": [_p],
     "zero_engine_create": [ctypes.POINTER(_p), ctypes.c_char_p, ctypes.POINTER(ParamSpec),
@@ -60,6 +60,8 @@ _SIGNATURES = {
     "zero_engine_zero_grad": [_p],
     "zero_engine_set_lr": [_p, _i, _d],
     "zero_engine_loss_scale": [_p, ctypes.POINTER(_d)],
+    "zero_engine_stream": [_p, ctypes.POINTER(_p)],
+    "zero_engine_synchronize": [_p],
     "zero_engine_stats_json": [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
     "zero_engine_save": [_p, ctypes.c_char_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
     "zero_engine_load": [_p, ctypes.c_char_p],

@@ -46,7 +46,7 @@ class Stage3:
         self.pending = [len(m) for m in self.members]
         self.busy = False  # inside fetch or release: their own tensor calls pass the mode
         self.recompute_modes = []  # a mode per module recomputed in backward
-        self.empty = torch.empty(0, dtype=state.dtype)
+        self.empty = torch.empty(0, dtype=state.dtype, device=state.engine.device)
         for entries in self.members:
             for e in entries:
                 e.param.data = self.empty
@@ -133,7 +133,7 @@ class Stage3:
 
     # ---- backward ----
     def _pack(self, t):
-        if t.layout != torch.strided or t.device.type != "cpu":
+        if t.layout != torch.strided or t.device != self.state.engine.device:
             return t
         e = self.by_storage.get(t.untyped_storage().data_ptr())
         return t if e is None else _Saved(e, t)

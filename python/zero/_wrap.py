@@ -64,11 +64,12 @@ class _State:
         _cast_rest(model, self.by_param, self.dtype)
         _broadcast_from_rank0(model, group)
         specs = [(e.name, e.param.numel(), e.module, e.group) for e in self.entries]
-        devices = options.get("devices") or "host:1x64GiB"
+        devices = options.get("devices") or _devices_of(self.entries)
         self.engine = Engine(engine_cfg, specs, devices, group,
                              options.get("ordered_reductions", True))
         for e in self.entries:
             self.engine.set_param(e.index, e.param.data)
+        self.engine.order.after_engine()
         self.stage3 = Stage3(self) if self.stage == 3 else None
         if self.stage3 is None:
             for e in self.entries:
@@ -140,7 +141,8 @@ class _State:
         self.in_backward = False
         for e in self.entries:
             if e.index not in self.got:
-                self.engine.add_grad(e.index, torch.zeros(e.shape, dtype=self.dtype))
+                self.engine.add_grad(e.index, torch.zeros(e.shape, dtype=self.dtype,
+                                                          device=self.engine.device))
         self.got.clear()
         if self.stage3 is not None:
             self.stage3.end_backward()
@@ -184,6 +186,23 @@ def _units(model, granularity):
                 walk(child, unit)
     walk(model, model)
     return unit_of
+
+
+def _devices_of(entries):
+    """Where the engine runs: the card the model's trainable parameters are
+    on (model.cuda() before wrap, one card per process), else host devices."""
+    where = {e.param.device for e in entries}
+    if len(where) > 1:
+        raise ZeroError("the model's trainable parameters are on several devices (%s): move "
+                        "the model to one device before zero.wrap"
+                        % ", ".join(sorted(str(d) for d in where)))
+    device = where.pop() if where else torch.device("cpu")
+    if device.type == "cuda":
+        return "cuda:%d" % (device.index if device.index is not None
+                            else torch.cuda.current_device())
+    if device.type != "cpu":
+        raise ZeroError("the model is on %s: zero runs on CPUs and CUDA cards" % device)
+    return "host:1x64GiB"
 
 
 def _world(group):

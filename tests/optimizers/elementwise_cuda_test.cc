@@ -4,6 +4,8 @@
 // add returns its canonical NaN); the card's sum of squares is its own fixed
 // order (cuda/elementwise_kernels.h): the same bits on every run and for any
 // alignment, close to the host's.
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -200,6 +202,24 @@ TEST_F(ElementwiseCardTest, CopyFromPageableLetsTheCallerReuseItsBuffer) {
       ASSERT_EQ(got[i], round + 1) << "round " << round << " byte " << i;
     }
   }
+}
+
+// Card memory of another allocator (cudaMalloc here; torch's tensors from
+// Python) goes through CopyFromPageable in stream order, not through the
+// host: the bytes arrive, behind work already on the stream.
+TEST_F(ElementwiseCardTest, CopyFromPageableReadsForeignCardMemory) {
+  constexpr size_t kN = 1 << 20;
+  void* foreign = nullptr;
+  ASSERT_EQ(cudaMalloc(&foreign, kN), cudaSuccess);
+  ASSERT_EQ(cudaMemset(foreign, 7, kN), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  void* block = system_->pool(0).Allocate(kN, Tag::kOther, stream_).value();
+  blocks_.push_back({block, kN});
+  ASSERT_TRUE(stream_->Fill(block, 1, kN).ok());
+  ASSERT_TRUE(stream_->CopyFromPageable(block, foreign, kN).ok());
+  const std::vector<uint8_t> got = Download(static_cast<uint8_t*>(block), kN);
+  cudaFree(foreign);
+  for (size_t i = 0; i < kN; i += 4099) ASSERT_EQ(got[i], 7) << "byte " << i;
 }
 
 }  // namespace

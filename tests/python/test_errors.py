@@ -28,6 +28,16 @@ def test_wrap_twice():
     _raises("optimizer is already wrapped", GPT(), opt2)
 
 
+def test_model_on_an_unsupported_device_or_on_several():
+    model = GPT().to("meta")
+    opt = torch.optim.AdamW(param_groups(model), lr=1e-3, foreach=False)
+    _raises("the model is on meta: zero runs on CPUs and CUDA cards", model, opt)
+    model = GPT()
+    model.proj.to("meta")
+    opt = torch.optim.AdamW(param_groups(model), lr=1e-3, foreach=False)
+    _raises(r"trainable parameters are on several devices \(cpu, meta\)", model, opt)
+
+
 def test_parameter_missing_from_the_optimizer():
     model = GPT()
     opt = torch.optim.AdamW(model.blocks.parameters())

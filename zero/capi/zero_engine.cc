@@ -137,7 +137,8 @@ int zero_devices_destroy(zero_devices_t devices) {
   });
 }
 
-int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_seconds) {
+int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_seconds,
+                           zero_devices_t devices) {
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(comms, "comms"));
     if (!(timeout_seconds > 0)) {
@@ -145,6 +146,7 @@ int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_se
     }
     zero::LocalGroup::Options options;
     options.timeout = absl::Seconds(timeout_seconds);
+    if (devices != nullptr) options.devices = devices->system.get();
     ASSIGN_OR_RETURN(auto group, zero::LocalGroup::Create(world_size, options));
     for (int r = 0; r < world_size; ++r) {
       comms[r] = new zero_comm{std::move(group[r])};
@@ -252,6 +254,23 @@ int zero_engine_set_lr(zero_engine_t engine, int group, double lr) {
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));
     return engine->optimizer->SetGroupLr(group, lr);
+  });
+}
+
+int zero_engine_stream(zero_engine_t engine, void** stream) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(stream, "stream"));
+    *stream = engine->engine->stream()->native_handle();
+    return absl::OkStatus();
+  });
+}
+
+int zero_engine_synchronize(zero_engine_t engine) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(engine->engine->comm_stream()->Synchronize());
+    return engine->engine->stream()->Synchronize();
   });
 }
 

@@ -42,8 +42,11 @@ int zero_devices_destroy(zero_devices_t devices);
 /* ---- Communicators ----
  * Local: `world_size` ranks as threads of this process (comms[r] is rank r),
  * each driven by its own thread; a rank that waits longer than
- * `timeout_seconds` for its peers fails the group. */
-int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_seconds);
+ * `timeout_seconds` for its peers fails the group. `devices`: where the
+ * ranks' engines run (their buffers may then be card memory, moved by
+ * work on each rank's stream); NULL when every buffer is host memory. */
+int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_seconds,
+                           zero_devices_t devices);
 
 /* The caller's collectives, in NCCL's argument order, `user` in place of the
  * communicator. Each runs synchronously (recv holds the result when it
@@ -127,6 +130,18 @@ int zero_engine_add_grad(zero_engine_t engine, int param, const void* grad, size
 int zero_engine_step(zero_engine_t engine);
 /* Drops the gradients of the current step. */
 int zero_engine_zero_grad(zero_engine_t engine);
+
+/* The engine's stream, where it orders its own work (gradient copies, the
+ * step, the consumers of what fetch gathers): a cudaStream_t on cards, NULL
+ * on host devices. A caller computing on another stream orders itself
+ * against it: the engine's stream waits for the caller's before add_grad,
+ * release and step; the caller's for the engine's after set_param, fetch and
+ * step (with events; Python: torch.cuda.ExternalStream), or the host for
+ * both with zero_engine_synchronize. */
+int zero_engine_stream(zero_engine_t engine, void** stream);
+/* Waits on the host until the work the engine has enqueued so far (on its
+ * stream and its communication stream) is done. */
+int zero_engine_synchronize(zero_engine_t engine);
 
 /* Learning rate of parameter group `group`, used from the next update. */
 int zero_engine_set_lr(zero_engine_t engine, int group, double lr);

@@ -73,7 +73,7 @@ struct Rank {
 TEST(CapiCheckpoint, TwoRanksSaveOneLoadsAtAnotherStage) {
   const std::string root = TempDir("capi-ckpt");
   zero_comm_t comms[2] = {};
-  ASSERT_EQ(zero_comm_create_local(comms, 2, 30), 0);
+  ASSERT_EQ(zero_comm_create_local(comms, 2, 30, nullptr), 0);
   Rank saver[2];
   std::string written[2];
   std::vector<float> saved;
@@ -97,7 +97,7 @@ TEST(CapiCheckpoint, TwoRanksSaveOneLoadsAtAnotherStage) {
   EXPECT_NE(saved[3], 3.5f) << "the step changed the parameters";
 
   zero_comm_t one = nullptr;
-  ASSERT_EQ(zero_comm_create_local(&one, 1, 30), 0);
+  ASSERT_EQ(zero_comm_create_local(&one, 1, 30, nullptr), 0);
   Rank loaded;
   ASSERT_EQ(loaded.Create(one, 3, 0, 0), 0) << zero_engine_last_error();
   const std::vector<float> before = loaded.Params();

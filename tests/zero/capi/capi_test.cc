@@ -185,7 +185,7 @@ TEST(CapiErrors, BadInputIsNamed) {
   EXPECT_NE(std::string(zero_engine_last_error()).find("devices is null"), std::string::npos);
   ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
   zero_comm_t comm = nullptr;
-  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5), 0);
+  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), 0);
   const zero_param_spec params[] = {{"w", 40, 0, 0}};
   zero_engine_t engine = nullptr;
   EXPECT_EQ(zero_engine_create(&engine, R"({"stage": 1, "stagee": 2, "optimizer": {}})", params,
@@ -195,7 +195,7 @@ TEST(CapiErrors, BadInputIsNamed) {
             std::string::npos)
       << zero_engine_last_error();
   zero_comm_destroy(comm);
-  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5), 0);  // the failed create aborted it
+  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), 0);  // the failed create aborted it
   const std::string config = R"({"optimizer": )" + std::string(kAdamW) + "}";
   ASSERT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 0)
       << zero_engine_last_error();
@@ -212,6 +212,32 @@ TEST(CapiErrors, BadInputIsNamed) {
   EXPECT_NE(json.find("\"shard_numel\":"), std::string::npos) << json;
   EXPECT_EQ(zero_engine_destroy(engine), 0);
   EXPECT_EQ(zero_engine_destroy(nullptr), 0);
+  zero_comm_destroy(comm);
+  zero_devices_destroy(devices);
+}
+
+// Host devices have no native stream (a caller there orders with
+// zero_engine_synchronize); bad handles are named.
+TEST(CapiStreams, HostEngineHasNoNativeStream) {
+  zero_devices_t devices = nullptr;
+  ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
+  zero_comm_t comm = nullptr;
+  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), 0);
+  const zero_param_spec params[] = {{"w", 40, 0, 0}};
+  const std::string config = R"({"optimizer": )" + std::string(kAdamW) + "}";
+  zero_engine_t engine = nullptr;
+  ASSERT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 0)
+      << zero_engine_last_error();
+  void* stream = &stream;
+  ASSERT_EQ(zero_engine_stream(engine, &stream), 0) << zero_engine_last_error();
+  EXPECT_EQ(stream, nullptr);
+  float grad[40] = {1};
+  ASSERT_EQ(zero_engine_add_grad(engine, 0, grad, 40, ZERO_F32), 0);
+  EXPECT_EQ(zero_engine_synchronize(engine), 0) << zero_engine_last_error();
+  EXPECT_EQ(zero_engine_stream(engine, nullptr), 3);
+  EXPECT_NE(std::string(zero_engine_last_error()).find("stream is null"), std::string::npos);
+  EXPECT_EQ(zero_engine_synchronize(nullptr), 3);
+  EXPECT_EQ(zero_engine_destroy(engine), 0);
   zero_comm_destroy(comm);
   zero_devices_destroy(devices);
 }

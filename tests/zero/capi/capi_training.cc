@@ -193,7 +193,7 @@ std::vector<CapiResult> TrainWithCapi(const Model& model, const CapiRun& capi) {
       (void)zero_comm_create(&comms[r], r, world, &fns);
     }
   } else {
-    (void)zero_comm_create_local(comms.data(), world, 20);
+    (void)zero_comm_create_local(comms.data(), world, 20, devices);
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
