@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, const s
   ASSIGN_OR_RETURN(source->plan, PlanLoad(source->manifest, layout, p.comm.rank(),
                                           options.staging_bytes, options.reads_in_flight));
   ASSIGN_OR_RETURN(ChunkStream stream,
-                   ChunkStream::Open(source->folder, source->manifest, source->plan));
+                   ChunkStream::Open(source->folder, source->manifest, source->plan, p.devices));
   source->stream.emplace(std::move(stream));
   return source;
 }

@@ -2,6 +2,8 @@
 // budget loads bit for bit, into the same and into other world sizes, while
 // the staging stays within it; a budget too small for one chunk is an error
 // on every rank that changes nothing.
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/internal/pinned_buffers.h"
 
 namespace zero::testing_model {
 namespace {
@@ -91,6 +94,28 @@ TEST_F(StreamingLoad, BudgetBelowOneChunkIsAnErrorThatChangesNothing) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(status.message(), HasSubstr("staging budget of 4096 bytes"));
   ExpectStatesIdentical(before, *(*cluster)->States(), "after the refused load");
+}
+
+// The staging Load reads into (and the snapshot a save writes from): as
+// many distinct buffers as asked, each rounded up to 4 KiB and aligned to it
+// (O_DIRECT), writable end to end, none overlapping another.
+TEST(PinnedBuffers, DistinctAlignedWritableBuffers) {
+  std::unique_ptr<DeviceSystem> devices =
+      DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, size_t{64} << 20}).value();
+  absl::StatusOr<std::unique_ptr<checkpoint::PinnedBuffers>> buffers =
+      checkpoint::PinnedBuffers::Create(*devices, 5, 10'000);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const checkpoint::PinnedBuffers& b = **buffers;
+  ASSERT_EQ(b.count(), 5u);
+  EXPECT_EQ(b.bytes(), 12'288u);
+  for (size_t i = 0; i < b.count(); ++i) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b[i]) % 4096, 0u) << i;
+    std::memset(b[i], static_cast<int>(i + 1), b.bytes());
+  }
+  for (size_t i = 0; i < b.count(); ++i) {
+    EXPECT_EQ(b[i][0], std::byte(i + 1)) << i;
+    EXPECT_EQ(b[i][b.bytes() - 1], std::byte(i + 1)) << i;
+  }
 }
 
 }  // namespace

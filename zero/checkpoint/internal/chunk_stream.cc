@@ -32,8 +32,8 @@ struct Slot {
 }  // namespace
 
 absl::StatusOr<ChunkStream> ChunkStream::Open(const std::string& folder, const Manifest& manifest,
-                                              const LoadPlan& plan) {
-  ChunkStream stream(manifest, plan);
+                                              const LoadPlan& plan, DeviceSystem& devices) {
+  ChunkStream stream(manifest, plan, devices);
   for (const ChunkRead& read : plan.reads) {
     if (stream.files_[read.file] != nullptr) continue;
     ASSIGN_OR_RETURN(stream.files_[read.file], OpenChecked(folder, manifest, read.file));
@@ -64,9 +64,8 @@ absl::Status ChunkStream::Run(Consumer consume) {
   if (reads.empty()) return absl::OkStatus();
   // Allocated once and kept for the next Run: Load's second pass then
   // reads into pages the first already faulted in.
-  while (buffers_.size() < static_cast<size_t>(slots)) {
-    ASSIGN_OR_RETURN(AlignedBuffer buffer, AllocateAlignedBuffer(plan_->slot_bytes));
-    buffers_.push_back(std::move(buffer));
+  if (buffers_ == nullptr) {
+    ASSIGN_OR_RETURN(buffers_, PinnedBuffers::Create(*devices_, slots, plan_->slot_bytes));
   }
   peak_staging_bytes_ = std::max<uint64_t>(peak_staging_bytes_, plan_->staging_bytes());
   std::vector<Slot> slot(slots);
@@ -83,7 +82,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
         cv.wait(lock, [&] { return stop || !slot[w].ready; });
         if (stop) return;
       }
-      absl::Status status = ReadAndVerify(reads[i], buffers_[w].get());
+      absl::Status status = ReadAndVerify(reads[i], (*buffers_)[w]);
       std::lock_guard lock(mu);
       slot[w].status = std::move(status);
       slot[w].ready = true;
@@ -99,7 +98,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return s.ready; });
     }
-    status = s.status.ok() ? consume(reads[i], buffers_[i % slots].get()) : s.status;
+    status = s.status.ok() ? consume(reads[i], (*buffers_)[i % slots]) : s.status;
     if (status.ok()) bytes_read_ += reads[i].end - reads[i].begin;
     std::lock_guard lock(mu);
     s.ready = false;

@@ -1,6 +1,6 @@
 // Load's reads (load_plan.h): several in flight through DirectFile
-// (O_DIRECT where the filesystem allows), each into its own aligned host
-// buffer, every chunk checked against its CRC-32C on the reading thread, and
+// (O_DIRECT where the filesystem allows), each into its own pinned host
+// buffer (pinned_buffers.h), every chunk checked against its CRC-32C on the reading thread, and
 // handed to the caller in plan order. Host staging is plan.staging_bytes()
 // whatever the checkpoint's size, allocated by the first Run and kept for
 // the next. Used by one thread at a time.
@@ -16,8 +16,10 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "base/direct_file.h"
+#include "memory/device_system.h"
 #include "zero/checkpoint/internal/load_plan.h"
 #include "zero/checkpoint/internal/manifest.h"
+#include "zero/checkpoint/internal/pinned_buffers.h"
 
 namespace zero::checkpoint {
 
@@ -26,7 +28,7 @@ class ChunkStream {
   // Opens the data files the plan reads and checks each (size, header:
   // verified_reader.h). `manifest` and `plan` must outlive the stream.
   static absl::StatusOr<ChunkStream> Open(const std::string& folder, const Manifest& manifest,
-                                          const LoadPlan& plan);
+                                          const LoadPlan& plan, DeviceSystem& devices);
 
   // `span` holds file bytes [read.begin, read.end) of read.file, every chunk
   // in it verified; valid during the call.
@@ -40,14 +42,15 @@ class ChunkStream {
   bool direct() const;  // O_DIRECT in effect on every file read
 
  private:
-  ChunkStream(const Manifest& manifest, const LoadPlan& plan)
-      : manifest_(&manifest), plan_(&plan), files_(manifest.files.size()) {}
+  ChunkStream(const Manifest& manifest, const LoadPlan& plan, DeviceSystem& devices)
+      : manifest_(&manifest), plan_(&plan), devices_(&devices), files_(manifest.files.size()) {}
   absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer);
 
   const Manifest* manifest_;
   const LoadPlan* plan_;
   std::vector<std::unique_ptr<DirectFile>> files_;  // by manifest index; null when unread
-  std::vector<AlignedBuffer> buffers_;              // plan_->slots staging buffers, kept
+  DeviceSystem* devices_;                           // where the staging is pinned for
+  std::unique_ptr<PinnedBuffers> buffers_;           // plan_->slots staging buffers, kept
   uint64_t peak_staging_bytes_ = 0;
   uint64_t bytes_read_ = 0;
 };

@@ -43,25 +43,30 @@ SnapshotWriter::~SnapshotWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-size_t SnapshotWriter::buffer_bytes() const { return buffers_.size() * segment_bytes_; }
+size_t SnapshotWriter::buffer_bytes() const {
+  return buffers_ == nullptr ? 0 : buffers_->count() * buffers_->bytes();
+}
 
 void SnapshotWriter::Start(const Participant& rank, std::string path, std::string header,
                            DataFilePlan plan) {
   header_ = std::move(header);
   plan_ = std::move(plan);
   segments_ = (plan_.bytes + segment_bytes_ - 1) / segment_bytes_;
-  while (buffers_.size() < std::min(max_buffers_, segments_)) {
-    absl::StatusOr<AlignedBuffer> buffer = AllocateAlignedBuffer(segment_bytes_);
-    if (!buffer.ok()) {
-      result_ = buffer.status();
+  const size_t needed = std::max<size_t>(1, std::min(max_buffers_, segments_));
+  if (buffers_ == nullptr || buffers_->count() < needed) {
+    buffers_.reset();  // its pinned memory goes back before more is pinned
+    absl::StatusOr<std::unique_ptr<PinnedBuffers>> buffers =
+        PinnedBuffers::Create(rank.devices, needed, segment_bytes_);
+    if (!buffers.ok()) {
+      result_ = buffers.status();
       return;
     }
-    buffers_.push_back(*std::move(buffer));
+    buffers_ = *std::move(buffers);
   }
   {
     std::lock_guard lock(mu_);
     free_.clear();
-    for (AlignedBuffer& b : buffers_) free_.push_back(b.get());
+    for (size_t b = 0; b < buffers_->count(); ++b) free_.push_back((*buffers_)[b]);
     queue_.clear();
     writer_failed_ = false;
   }

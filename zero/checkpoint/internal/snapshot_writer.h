@@ -1,7 +1,7 @@
 // A rank's data file written in the background from a snapshot of its owned
 // state. The training thread copies the file's bytes (header, then the
 // chunks of chunk_plan.h) segment by segment into a bounded, reused set of
-// aligned host buffers, blocking only while every buffer is in the writer's
+// pinned host buffers (pinned_buffers.h), blocking only while every buffer is in the writer's
 // hands; a background thread checksums each segment (every byte once: chunk
 // and file CRCs are combined from the pieces) and appends it through
 // AtomicFileWriter (O_DIRECT), then fsyncs and renames. No collective runs
@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
 #include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/pinned_buffers.h"
 
 namespace zero::checkpoint {
 
@@ -64,7 +66,7 @@ class SnapshotWriter {
 
   const size_t segment_bytes_;
   const size_t max_buffers_;
-  std::vector<AlignedBuffer> buffers_;  // grown on demand, kept across saves
+  std::unique_ptr<PinnedBuffers> buffers_;  // grown on demand, kept across saves
 
   // The save in flight.
   std::string header_;
