@@ -78,11 +78,16 @@ absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* wha
   return absl::InternalError(message);
 }
 
+absl::Status SleepPause(absl::Duration pause) {
+  absl::SleepFor(pause);
+  return absl::OkStatus();
+}
+
 absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
-                       const std::string& what) {
+                       const std::string& what, CommPause pause) {
   if (api.CommGetAsyncError == nullptr) return absl::OkStatus();
   // NCCL's own progress threads do the work; the poll only reads a flag.
-  absl::Duration pause = absl::Microseconds(10);
+  absl::Duration wait = absl::Microseconds(10);
   while (true) {
     ncclResult_t state = ncclSuccess;
     RETURN_IF_ERROR(NcclStatus(api, api.CommGetAsyncError(comm, &state), "ncclCommGetAsyncError"));
@@ -90,8 +95,8 @@ absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrFormat("%s did not finish in time", what));
     }
-    absl::SleepFor(pause);
-    pause = std::min(pause * 2, absl::Milliseconds(1));
+    RETURN_IF_ERROR(pause(wait));
+    wait = std::min(wait * 2, absl::Milliseconds(1));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -52,9 +53,14 @@ absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* wha
 // initialization or a call that returned ncclInProgress), polling
 // ncclCommGetAsyncError until `deadline`: OK once it reports ncclSuccess, the
 // error it reports, or DeadlineExceeded naming `what`. OK at once without
-// CommGetAsyncError (then the communicator is blocking).
+// CommGetAsyncError (then the communicator is blocking). Between polls it
+// calls `pause` with the time to wait (default: sleeps it); a pause that
+// returns an error ends the wait with it (a caller that releases a lock
+// while pausing returns the abort that came meanwhile: the comm is gone).
+using CommPause = absl::FunctionRef<absl::Status(absl::Duration)>;
+absl::Status SleepPause(absl::Duration pause);
 absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
-                       const std::string& what);
+                       const std::string& what, CommPause pause = SleepPause);
 
 // Both total over valid enums (ValidateCall runs first).
 ncclDataType_t ToNccl(DType dtype);

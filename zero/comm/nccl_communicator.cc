@@ -21,7 +21,8 @@ namespace {
 // options.poll_interval. mu_ is held while NCCL calls are enqueued (brief:
 // they are asynchronous) and while polling (never blocks), never while
 // waiting on the stream, so Abort can interrupt a sequence check that waits
-// for a missing rank. After ncclCommAbort the comm is freed: nothing calls
+// for a missing rank, nor between the polls of a call that returned
+// ncclInProgress, so Abort and the watchdog can end that wait too. After ncclCommAbort the comm is freed: nothing calls
 // NCCL with it again (aborted_).
 class NcclCommunicator final : public Communicator {
  public:
@@ -74,8 +75,10 @@ class NcclCommunicator final : public Communicator {
   absl::Status CheckStream(const CollectiveCall& call, Stream* stream) const;
   absl::Status ExecuteOnCard(const CollectiveCall& call, const void* send, void* recv,
                              cudaStream_t s, uint64_t seq, const absl::Status& bad);
-  absl::Status Issue(const CollectiveCall& call, const void* send, void* recv,
-                     cudaStream_t s) const;
+  // With mu_ held in `lock`, released between polls when NCCL answers
+  // ncclInProgress.
+  absl::Status Issue(const CollectiveCall& call, const void* send, void* recv, cudaStream_t s,
+                     std::unique_lock<std::mutex>& lock) const;
   absl::Status Check(cudaStream_t stream);
   // Both with mu_ held. Poll keeps the first failure and aborts on it.
   absl::Status PollLocked() const;
@@ -126,7 +129,7 @@ void NcclCommunicator::Watch() {
 }
 
 absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* send, void* recv,
-                                     cudaStream_t s) const {
+                                     cudaStream_t s, std::unique_lock<std::mutex>& lock) const {
   const ncclDataType_t type = ToNccl(call.dtype);
   ncclResult_t result = ncclSuccess;
   switch (call.kind) {
@@ -151,10 +154,19 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
   }
   const std::string what = absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
   // A non-blocking communicator may still be enqueueing (e.g. connecting):
-  // wait for it, to the deadline. mu_ stays held, so Abort waits as long.
-  if (result == ncclInProgress)
-    return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what);
-  return NcclStatus(*api_, result, what.c_str());
+  // wait for it, to the deadline, without mu_ between polls; an Abort that
+  // came meanwhile freed the comm: stop with its reason.
+  if (result != ncclInProgress) return NcclStatus(*api_, result, what.c_str());
+  return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what,
+                   [&](absl::Duration wait) -> absl::Status {
+                     lock.unlock();
+                     absl::SleepFor(wait);
+                     lock.lock();
+                     if (aborted_ || !poison_.ok()) {
+                       return poison_.ok() ? absl::CancelledError(what + ": aborted") : poison_;
+                     }
+                     return absl::OkStatus();
+                   });
 }
 
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
@@ -210,14 +222,14 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
       return bad.ok() ? status : bad;
     }
   }
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (!bad.ok()) {
     // Skipping the call desynchronizes this rank from its peers: fail fast.
     AbortLocked(RankFailedError(seq, rank_, bad));
     return bad;
   }
   if (!poison_.ok()) return poison_;
-  absl::Status status = Issue(call, send, recv, s);
+  absl::Status status = Issue(call, send, recv, s, lock);
   if (status.ok()) {
     absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
     if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());

@@ -26,6 +26,7 @@ struct FakeComm {
   std::atomic<ncclResult_t> async{ncclSuccess};
   std::atomic<int> in_progress_polls{0};  // GetAsyncError says ncclInProgress this often
   std::atomic<int> aborts{0};
+  std::atomic<bool> enqueue_in_progress{false};  // calls answer ncclInProgress
 };
 
 // The world the fake functions see (they are plain function pointers).
@@ -41,7 +42,7 @@ ncclComm_t Handle(FakeComm* comm) { return reinterpret_cast<ncclComm_t>(comm); }
 
 ncclResult_t Enqueue(ncclComm_t comm) {
   ++Fake(comm)->enqueued;
-  return ncclSuccess;
+  return Fake(comm)->enqueue_in_progress ? ncclInProgress : ncclSuccess;
 }
 ncclResult_t FakeAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm,
                            cudaStream_t) {
@@ -275,6 +276,31 @@ TEST_F(NcclWatchdogTest, ThreadPerRankAllHealthyWhenEveryRankCalls) {
     EXPECT_TRUE(comms_[r]->AsyncError().ok()) << comms_[r]->AsyncError();
     EXPECT_EQ(world_.comms[r]->aborts, 0);
   }
+}
+
+// A call NCCL answers with ncclInProgress (a non-blocking communicator still
+// connecting) is waited for without the communicator's lock: an Abort from
+// another thread ends the wait at once, not at the timeout.
+TEST_F(NcclWatchdogTest, AbortEndsTheWaitOfACallStillInProgress) {
+  MakeWorld(1, {.timeout = absl::Seconds(60), .poll_interval = absl::Milliseconds(2)});
+  world_.comms[0]->enqueue_in_progress = true;
+  world_.comms[0]->in_progress_polls = 1 << 30;
+  absl::Status result;
+  std::atomic<bool> done{false};
+  const absl::Time start = absl::Now();
+  std::thread caller([&] {
+    result = comms_[0]->AllReduce(buffer_, buffer_, 8, DType::kF32, ReduceOp::kSum, nullptr);
+    done = true;
+  });
+  while (world_.comms[0]->enqueued == 0) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(20));  // the caller is polling now
+  EXPECT_FALSE(done);
+  comms_[0]->Abort(absl::UnavailableError("peer 3 is gone"));
+  caller.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(absl::IsUnavailable(result)) << result;
+  EXPECT_THAT(result.message(), HasSubstr("peer 3 is gone"));
+  EXPECT_EQ(world_.comms[0]->aborts, 1);
 }
 
 absl::Status RunHere(int, absl::FunctionRef<absl::Status()> body) { return body(); }
