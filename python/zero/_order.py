@@ -20,7 +20,8 @@ import torch
 
 def device_of(spec):
     """The torch device of device 0 of a devices spec ("cuda:2" -> cuda:2,
-    "cuda" -> cuda:0, "host:..." -> cpu)."""
+    "cuda" -> cuda:0, "host:..." -> cpu; "auto" is not resolved here: zero.wrap
+    derives the spec from where the model is)."""
     if spec.startswith("cuda"):
         cards = spec[len("cuda:"):].split(",")[0] if spec.startswith("cuda:") else "0"
         return torch.device("cuda", int(cards) if cards.isdigit() else 0)

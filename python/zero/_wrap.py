@@ -14,6 +14,7 @@ import torch.distributed as dist
 from . import _config
 from ._engine import Engine
 from ._lib import ZeroError
+from ._order import device_of
 from ._stage3 import Stage3
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -64,7 +65,7 @@ class _State:
         _cast_rest(model, self.by_param, self.dtype)
         _broadcast_from_rank0(model, group)
         specs = [(e.name, e.param.numel(), e.module, e.group) for e in self.entries]
-        devices = options.get("devices") or _devices_of(self.entries)
+        devices = _devices_of(self.entries, options.get("devices"))
         self.engine = Engine(engine_cfg, specs, devices, group,
                              options.get("ordered_reductions", True))
         for e in self.entries:
@@ -188,21 +189,26 @@ def _units(model, granularity):
     return unit_of
 
 
-def _devices_of(entries):
+def _devices_of(entries, spec=None):
     """Where the engine runs: the card the model's trainable parameters are
-    on (model.cuda() before wrap, one card per process), else host devices."""
+    on (model.cuda() before wrap, one card per process), else host devices;
+    a devices spec given in the config must name that same device."""
     where = {e.param.device for e in entries}
     if len(where) > 1:
         raise ZeroError("the model's trainable parameters are on several devices (%s): move "
                         "the model to one device before zero.wrap"
                         % ", ".join(sorted(str(d) for d in where)))
     device = where.pop() if where else torch.device("cpu")
-    if device.type == "cuda":
-        return "cuda:%d" % (device.index if device.index is not None
-                            else torch.cuda.current_device())
-    if device.type != "cpu":
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type not in ("cpu", "cuda"):
         raise ZeroError("the model is on %s: zero runs on CPUs and CUDA cards" % device)
-    return "host:1x64GiB"
+    if spec is None:
+        return "cuda:%d" % device.index if device.type == "cuda" else "host:1x64GiB"
+    if device_of(spec) != device:
+        raise ZeroError("config zero.devices '%s' is not where the model is (%s)"
+                        % (spec, device))
+    return spec
 
 
 def _world(group):

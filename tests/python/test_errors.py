@@ -36,6 +36,9 @@ def test_model_on_an_unsupported_device_or_on_several():
     model.proj.to("meta")
     opt = torch.optim.AdamW(param_groups(model), lr=1e-3, foreach=False)
     _raises(r"trainable parameters are on several devices \(cpu, meta\)", model, opt)
+    model, opt = _model_and_adamw()
+    _raises(r"config zero.devices 'cuda:1' is not where the model is \(cpu\)", model, opt,
+            {"zero": {"devices": "cuda:1"}})
 
 
 def test_parameter_missing_from_the_optimizer():
