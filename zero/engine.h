@@ -177,8 +177,9 @@ class Engine {
   // thread: `fn(offset, count, planes)` gets elements [offset, offset +
   // count) of the piece, planes[0] the master weights and planes[1 + i]
   // optimizer state i, in host memory valid during the call. kRead hands
-  // over what is there; kWrite takes what fn leaves in every plane (every
-  // element once); kUpdate both (to write some planes, keep the others).
+  // over what is there (fn leaves it so: later reads may take it from
+  // staging); kWrite takes what fn leaves in every plane (every element
+  // once); kUpdate both (to write some planes, keep the others).
   // On meta devices fn is never called. The second form: elements [begin,
   // begin + count) of the piece only.
   using StateAccess = StateFile::Pass;
