@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
                                                        NvmeStore::kAlignment));
       file->buffers_.push_back(buffer);
     }
+    if (options.has_bytes) file->held_.resize(kBuffers);
   }
   for (size_t elements : ranges) RETURN_IF_ERROR(file->AddRange(elements));
   RETURN_IF_ERROR(file->ZeroFill());
@@ -92,10 +93,11 @@ absl::Status StateFile::ZeroFill() {
   return absl::OkStatus();
 }
 
-// The pipeline over chunks [first, last] of one range: buffer (j - first) %
-// kBuffers holds chunk j; before chunk j+kAhead is read into a buffer, that
-// buffer's write (chunk j+kAhead-kBuffers, issued two chunks earlier) must be
-// done. Writes go to fresh slots, adopted at the end.
+// The pipeline over chunks [first, last] of one range: buffer (base + j -
+// first) % kBuffers holds chunk j (base 0, or where a read-only pass finds
+// its first chunks in staging); before chunk j+kAhead is read into a
+// buffer, that buffer's write (chunk j+kAhead-kBuffers, issued two chunks
+// earlier) must be done. Writes go to fresh slots, adopted at the end.
 absl::Status StateFile::CheckRange(int range, size_t begin, size_t count) const {
   if (range >= 0 && range < range_count() && begin + count <= elements_[range] &&
       begin + count >= begin) {
@@ -115,26 +117,30 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
   std::vector<Chunk>& chunks = chunks_[range];
   const size_t first = begin / chunk_elements_, last = (begin + count - 1) / chunk_elements_;
   const bool writes = pass != Pass::kRead;
+  const size_t base = writes ? 0 : FirstBuffer(range, first, last);
+  auto index = [&](size_t j) { return (base + j - first) % kBuffers; };
   std::vector<std::optional<uint64_t>> fresh(last - first + 1);
   std::array<std::future<absl::Status>, kBuffers> pending;
   absl::Status status;
   auto settle = [&](size_t b) {
     if (pending[b].valid()) status.Update(pending[b].get());
   };
-  auto buffer = [&](size_t j) { return has_bytes_ ? buffers_[(j - first) % kBuffers] : nullptr; };
+  auto buffer = [&](size_t j) { return has_bytes_ ? buffers_[index(j)] : nullptr; };
   auto read = [&](size_t j) {
     const Chunk& c = chunks[j];
     const bool whole = begin <= c.first && c.first + c.count <= begin + count;
     if (pass == Pass::kWrite && whole) return;  // overwritten entirely: nothing to read
-    pending[(j - first) % kBuffers] = std::async(
+    if (!writes && Holds(index(j), range, j)) return;
+    if (has_bytes_) held_[index(j)] = {range, j, c.version};
+    pending[index(j)] = std::async(
         std::launch::async, [this, slot = c.slot, to = buffer(j)] { return store_->Read(slot, to); });
   };
   for (size_t j = first; j < first + kAhead && j <= last; ++j) read(j);
   for (size_t j = first; j <= last; ++j) {
-    const size_t b = (j - first) % kBuffers;
+    const size_t b = index(j);
     if (j + kAhead <= last) {
       // Chunk j+kAhead's buffer was chunk j+kAhead-kBuffers's, written behind since.
-      settle((j + kAhead - first) % kBuffers);
+      settle(index(j + kAhead));
       if (status.ok()) read(j + kAhead);
     }
     settle(b);
@@ -142,6 +148,7 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
     const Chunk& c = chunks[j];
     const size_t lo = std::max(begin, c.first), hi = std::min(begin + count, c.first + c.count);
     if (has_bytes_) {
+      if (writes) held_[b] = {};  // changed: current again once the write is adopted
       std::vector<float*> planes(planes_);
       for (int p = 0; p < planes_; ++p) {
         planes[p] = static_cast<float*>(buffer(j)) + p * c.count + (lo - c.first);
@@ -161,7 +168,39 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
   }
   for (size_t b = 0; b < kBuffers; ++b) settle(b);
   if (writes) Adopt(chunks, first, fresh, status.ok());
+  Remember(range, first, last, base, status.ok());
   return status;
+}
+
+bool StateFile::Holds(size_t buffer, int range, size_t chunk) const {
+  if (!has_bytes_) return false;
+  const Held& h = held_[buffer];
+  return h.range == range && h.chunk == chunk && h.version == chunks_[range][chunk].version;
+}
+
+size_t StateFile::FirstBuffer(int range, size_t first, size_t last) const {
+  size_t best = 0, best_hits = 0;
+  for (size_t base = 0; base < kBuffers; ++base) {
+    size_t hits = 0;
+    for (size_t j = first; j <= std::min(last, first + kBuffers - 1); ++j) {
+      hits += Holds((base + j - first) % kBuffers, range, j);
+    }
+    if (hits > best_hits) best = base, best_hits = hits;
+  }
+  return best;
+}
+
+// After a pass the buffers of its last chunks hold them as the file now
+// does; after a failure nothing is known.
+void StateFile::Remember(int range, size_t first, size_t last, size_t base, bool ok) {
+  if (!has_bytes_) return;
+  if (!ok) {
+    held_.assign(held_.size(), Held{});
+    return;
+  }
+  for (size_t j = last + 1 - std::min<size_t>(last - first + 1, kBuffers); j <= last; ++j) {
+    held_[(base + j - first) % kBuffers] = {range, j, chunks_[range][j].version};
+  }
 }
 
 // After a whole pass the chunks move to their new slots; otherwise the new
@@ -171,6 +210,7 @@ void StateFile::Adopt(std::vector<Chunk>& chunks, size_t first,
   for (size_t i = 0; i < fresh.size(); ++i) {
     if (!fresh[i].has_value()) continue;
     const uint64_t drop = adopt ? std::exchange(chunks[first + i].slot, *fresh[i]) : *fresh[i];
+    if (adopt) ++chunks[first + i].version;
     (void)store_->Free(drop);
   }
 }

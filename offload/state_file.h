@@ -13,6 +13,11 @@
 // write that fails (disk full) or a read that finds the file changed
 // underneath leaves the range as it was before the pass.
 //
+// A read-only pass takes a chunk that an earlier pass left in a staging
+// buffer, unchanged since, from there: reading a chunk again and again, a
+// plane or a few elements at a time (a checkpoint), costs one read of it.
+// Passes that write read what they keep from the file, always.
+//
 // One caller at a time (the engine's step thread, or its worker); Run uses
 // two helper threads of its own for the I/O. On meta devices: books only.
 #pragma once
@@ -53,7 +58,7 @@ class StateFile {
  public:
   static constexpr int kStagingBuffers = 5;
   enum class Pass {
-    kRead,    // the caller reads the chunks; nothing is written
+    kRead,    // the caller reads the chunks (and leaves them as they are); nothing is written
     kWrite,   // the caller overwrites [begin, begin + count) of every plane
     kUpdate,  // read, changed in place, written back
   };
@@ -89,6 +94,13 @@ class StateFile {
   struct Chunk {
     size_t first = 0, count = 0;  // elements of the range
     uint64_t slot = 0;
+    uint64_t version = 0;  // +1 whenever a pass's write of it is adopted
+  };
+  // What a staging buffer holds: chunk `chunk` of `range` as of `version`.
+  struct Held {
+    int range = -1;
+    size_t chunk = 0;
+    uint64_t version = 0;
   };
 
   StateFile(int planes, size_t chunk_elements, std::unique_ptr<NvmeStore> store,
@@ -97,6 +109,11 @@ class StateFile {
   absl::Status CheckRange(int range, size_t begin, size_t count) const;
   void Adopt(std::vector<Chunk>& chunks, size_t first,
              const std::vector<std::optional<uint64_t>>& fresh, bool adopt);
+  bool Holds(size_t buffer, int range, size_t chunk) const;
+  // The buffer for chunk `first` of a read-only pass over chunks [first,
+  // last]: where the most of its first chunks already are.
+  size_t FirstBuffer(int range, size_t first, size_t last) const;
+  void Remember(int range, size_t first, size_t last, size_t base, bool ok);
   absl::Status ZeroFill();
 
   const int planes_;
@@ -105,6 +122,7 @@ class StateFile {
   MemoryResource* const staging_;
   const bool has_bytes_;
   std::vector<void*> buffers_;  // three, planes x chunk_elements floats each
+  std::vector<Held> held_;      // per buffer; with bytes only
   std::vector<size_t> elements_;
   std::vector<std::vector<Chunk>> chunks_;  // per range
 };

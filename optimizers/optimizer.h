@@ -4,6 +4,7 @@
 // whole array: shards may be updated anywhere, in any split.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -31,6 +32,11 @@ struct StepArgs {
   const float* grad_scale_at = nullptr;
   void* param_copy = nullptr;  // optional: updated params converted to copy_dtype, same pass
   DType copy_dtype = DType::kBF16;
+  // Where params[0] sits in the caller's numbering of all its elements (an
+  // engine: the flat buffer of its layout). The rules ignore it; an
+  // optimizer that treats elements by position (parameter groups) needs
+  // it, since the buffers may be staging copies anywhere in memory.
+  size_t first_element = 0;
 };
 
 // Checks the parts of `args` every optimizer relies on: sizes, dtypes, null

@@ -177,8 +177,9 @@ class Engine {
   // thread: `fn(offset, count, planes)` gets elements [offset, offset +
   // count) of the piece, planes[0] the master weights and planes[1 + i]
   // optimizer state i, in host memory valid during the call. kRead hands
-  // over what is there; kWrite takes what fn leaves in every plane (every
-  // element once); kUpdate both (to write some planes, keep the others).
+  // over what is there (fn leaves it so: later reads may take it from
+  // staging); kWrite takes what fn leaves in every plane (every element
+  // once); kUpdate both (to write some planes, keep the others).
   // On meta devices fn is never called. The second form: elements [begin,
   // begin + count) of the piece only.
   using StateAccess = StateFile::Pass;
@@ -217,15 +218,17 @@ class Engine {
     const float* at = nullptr;
   };
   absl::Status UpdateUnit(int unit, GradScale grad_scale);
-  // One optimizer call over `master` (state from `state_offset`, the
-  // unit's owned gradients); writes the model-dtype copy to `copy` when
-  // mixed. Enqueued on the card's stream, or run on the calling thread.
-  absl::Status RunOptimizer(int unit, std::span<float> master, size_t state_offset, void* copy,
-                            int64_t step, GradScale grad_scale, bool on_card);
+  // One optimizer call over `master` (flat elements from `first_element`
+  // of the layout; state from `state_offset`, the unit's owned gradients);
+  // writes the model-dtype copy to `copy` when mixed. Enqueued on the
+  // card's stream, or run on the calling thread.
+  absl::Status RunOptimizer(int unit, std::span<float> master, size_t first_element,
+                            size_t state_offset, void* copy, int64_t step, GradScale grad_scale,
+                            bool on_card);
   // The same over given state spans and gradients (a chunk of a piece).
-  absl::Status RunOptimizerOn(std::span<float> master, std::span<const std::span<float>> state,
-                              const void* grads, void* copy, int64_t step, GradScale grad_scale,
-                              bool on_card);
+  absl::Status RunOptimizerOn(std::span<float> master, size_t first_element,
+                              std::span<const std::span<float>> state, const void* grads,
+                              void* copy, int64_t step, GradScale grad_scale, bool on_card);
   // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
   float MeanGradScale() const;
   // Enqueues on stream() the global norm of the mean gradient and the

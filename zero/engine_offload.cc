@@ -86,9 +86,9 @@ absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
   const Unit& u = ctx_->unit(unit);
   float* master = states_->MasterPiece(unit);
   char* updated = UpdatedPiece(unit);
-  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, u.shard_offset,
-                               ctx_->mixed ? updated : nullptr, step, GradScale{grad_scale},
-                               /*on_card=*/false));
+  RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, ctx_->owned_offset(unit),
+                               u.shard_offset, ctx_->mixed ? updated : nullptr, step,
+                               GradScale{grad_scale}, /*on_card=*/false));
   // fp32 parameters kept on the host are the master's copy.
   if (!ctx_->mixed && updated != reinterpret_cast<char*>(master)) {
     std::memcpy(updated, master, u.shard * sizeof(float));
@@ -155,11 +155,12 @@ absl::Status Engine::StepOnNvme(int unit, int64_t step, float grad_scale) {
   const size_t esize = ctx_->esize;
   const char* grads = states_->OwnedGrads(unit);
   char* updated = UpdatedPiece(unit);
+  const size_t first = ctx_->owned_offset(unit);
   absl::Status stepped = state_file_->Run(
       unit, StateFile::Pass::kUpdate, [&](size_t at, size_t n, std::span<float* const> planes) {
         std::vector<std::span<float>> state;
         for (size_t p = 1; p < planes.size(); ++p) state.emplace_back(planes[p], n);
-        RETURN_IF_ERROR(RunOptimizerOn({planes[0], n}, state, grads + at * esize,
+        RETURN_IF_ERROR(RunOptimizerOn({planes[0], n}, first + at, state, grads + at * esize,
                                        ctx_->mixed ? updated + at * esize : nullptr, step,
                                        GradScale{grad_scale}, /*on_card=*/false));
         if (!ctx_->mixed) std::memcpy(updated + at * esize, planes[0], n * sizeof(float));

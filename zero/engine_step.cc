@@ -51,17 +51,18 @@ absl::Status Engine::SkipStep() {
   return FailIfError(gatherer_->FinishStep());
 }
 
-absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t state_offset,
-                                  void* copy, int64_t step, GradScale grad_scale,
-                                  bool on_card) {
+absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t first_element,
+                                  size_t state_offset, void* copy, int64_t step,
+                                  GradScale grad_scale, bool on_card) {
   std::vector<std::span<float>> state;
   for (Buffer& s : states_->optimizer_state()) {
     state.emplace_back(s.data<float>() + state_offset, master.size());
   }
-  return RunOptimizerOn(master, state, states_->OwnedGrads(unit), copy, step, grad_scale, on_card);
+  return RunOptimizerOn(master, first_element, state, states_->OwnedGrads(unit), copy, step,
+                        grad_scale, on_card);
 }
 
-absl::Status Engine::RunOptimizerOn(std::span<float> master,
+absl::Status Engine::RunOptimizerOn(std::span<float> master, size_t first_element,
                                     std::span<const std::span<float>> state, const void* grads,
                                     void* copy, int64_t step, GradScale grad_scale,
                                     bool on_card) {
@@ -73,7 +74,8 @@ absl::Status Engine::RunOptimizerOn(std::span<float> master,
                 .grad_scale = grad_scale.value,
                 .grad_scale_at = grad_scale.at,
                 .param_copy = copy,
-                .copy_dtype = ctx_->mixed ? ctx_->dtype : DType::kBF16};
+                .copy_dtype = ctx_->mixed ? ctx_->dtype : DType::kBF16,
+                .first_element = first_element};
   if (on_card) return optimizer_->StepCuda(args, ctx_->stream->native_handle());
   return optimizer_->Step(args);
 }
@@ -99,7 +101,8 @@ absl::Status Engine::UpdateUnit(int unit, GradScale grad_scale) {
   if (ctx_->has_bytes) {
     const bool on_card = ctx_->on_card();
     if (!on_card) RETURN_IF_ERROR(ctx_->stream->Synchronize());
-    RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, state_offset,
+    const size_t first = whole ? u.offset : ctx_->owned_offset(unit);
+    RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, first, state_offset,
                                  ctx_->mixed ? params : nullptr, steps_, grad_scale, on_card));
   }
   // Stage 3 keeps its pieces; they are gathered when next fetched.

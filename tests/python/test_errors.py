@@ -160,15 +160,6 @@ def test_nvme_offload_reaches_the_engine(tmp_path):
             "device": "nvme", "nvme_path": str(tmp_path)}}}, 1)
 
 
-def test_nvme_state_with_several_param_groups_is_refused(tmp_path):
-    # The example's AdamW has two groups (decay, no decay): the engine's
-    # grouped optimizer cannot tell them apart in NVMe staging buffers yet.
-    model, opt = _model_and_adamw()
-    _raises("2 parameter groups with the optimizer state on NVMe", model, opt,
-            {"zero_optimization": {"stage": 2, "offload_optimizer": {
-                "device": "nvme", "nvme_path": str(tmp_path)}}})
-
-
 def test_overlap_comm_reaches_the_engine():
     from zero import _config
     for value in (True, False):

@@ -4,7 +4,8 @@ parent, a frozen parameter, a block called twice, a checkpointed block)
 trained 12 steps with two param groups and an lr schedule against plain
 PyTorch: at 2 processes every stage x fp32/bf16 x accumulation 1/2 x
 offload (none, optimizer, and parameters at stage 3), plus SGD, clipping,
-fp16 loss scaling and the other kinds of checkpointing; at 4 processes a
+fp16 loss scaling, the other kinds of checkpointing and the optimizer
+state on NVMe; at 4 processes a
 subset that takes every value of each of those at least once.
 
 Tolerances (the engine's optimizers compute torch's formulas without the
@@ -108,9 +109,18 @@ CASES_4 = {
 }
 
 
+# The example's two param groups (decay, no decay) with the state on NVMe,
+# in a folder of the test's: the CPU offload's digest (below).
+NVME_CASE = "fp32_s2_gas1_nvme"
+
+
 @pytest.fixture(scope="module")
 def world2(tmp_path_factory):
-    return run_torchrun(tmp_path_factory.mktemp("w2"), 2, CASES_2, STEPS)
+    nvme = _stage(2, "optimizer")
+    nvme["config"]["zero_optimization"]["offload_optimizer"] = {
+        "device": "nvme", "nvme_path": str(tmp_path_factory.mktemp("nvme"))}
+    cases = dict(CASES_2, **{NVME_CASE: nvme})
+    return run_torchrun(tmp_path_factory.mktemp("w2"), 2, cases, STEPS)
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +175,12 @@ def test_stages_and_offloads_agree_bit_for_bit(world, precision, world2, world4)
         for name in ("fp32_s3_reentrant", "fp32_s3_no_checkpointing", "fp32_s3_blocks"):
             assert r[name]["digest"] == r["fp32_s3_gas1_none"]["digest"], name
         assert r["bf16_s3_gas1_blocks_offload"]["digest"] == r["bf16_s3_gas1_none"]["digest"]
+
+
+def test_param_groups_with_the_state_on_nvme(world2):
+    """The NVMe step hands the optimizer staging buffers, yet each element
+    steps with its own group's weight decay: bit for bit the CPU offload."""
+    assert world2[NVME_CASE]["digest"] == world2["fp32_s2_gas1_optimizer"]["digest"]
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -37,9 +37,7 @@ void GroupedOptimizer::DoSetLr(double lr) {
   for (auto& g : groups_) (void)g->set_lr(lr);  // already validated by set_lr
 }
 
-absl::Status GroupedOptimizer::Bind(Engine& engine, int rank,
-                                    const std::vector<int>& param_groups) {
-  const Layout& layout = engine.layout();
+absl::Status GroupedOptimizer::Bind(const Layout& layout, const std::vector<int>& param_groups) {
   if (param_groups.size() != layout.params().size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d parameter groups given for %d parameters", param_groups.size(),
@@ -54,62 +52,29 @@ absl::Status GroupedOptimizer::Bind(Engine& engine, int rank,
   }
   ranges_.clear();
   if (group_count() == 1) return absl::OkStatus();
-  // Groups are told apart by the address of the master elements; with the
-  // state on NVMe the optimizer sees staging buffers instead, so every
-  // element would step with group 0.
-  if (!engine.nvme_file().empty()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%d parameter groups with the optimizer state on NVMe (offload_device nvme) are not "
-        "supported yet: use one group, or offload to the CPU",
-        group_count()));
-  }
-  // Stage 0 steps whole units; the others this rank's piece of each
-  // (zero/placement.h). owned_state() points at the piece either way.
-  const bool whole = engine.config().stage == 0;
-  for (int u = 0; u < static_cast<int>(layout.units().size()); ++u) {
-    const Unit& unit = layout.units()[u];
-    const float* piece = engine.owned_state(u).master;
-    if (piece == nullptr) continue;  // meta devices: nothing is stepped
-    const size_t owned = unit.offset + rank * unit.shard;
-    if (whole) {
-      AddRanges(layout, u, piece - rank * unit.shard, unit.offset, unit.padded, param_groups);
-    } else {
-      AddRanges(layout, u, piece, owned, unit.shard, param_groups);
+  // Parameter p covers its elements and any gap or padding up to the next
+  // one (or its unit's end), so the ranges tile the whole flat buffer.
+  for (const Unit& u : layout.units()) {
+    for (int p = u.first_param; p < u.end_param; ++p) {
+      const size_t begin = layout.params()[p].offset;
+      const size_t end = p + 1 < u.end_param ? layout.params()[p + 1].offset : u.offset + u.padded;
+      const int group = param_groups[p];
+      if (!ranges_.empty() && ranges_.back().group == group && ranges_.back().end == begin) {
+        ranges_.back().end = end;
+      } else {
+        ranges_.push_back({begin, end, group});
+      }
     }
   }
-  std::sort(ranges_.begin(), ranges_.end(),
-            [](const Range& a, const Range& b) { return a.begin < b.begin; });
   return absl::OkStatus();
-}
-
-void GroupedOptimizer::AddRanges(const Layout& layout, int unit, const float* at, size_t first,
-                                 size_t count, const std::vector<int>& param_groups) {
-  const Unit& u = layout.units()[unit];
-  const size_t last = first + count;
-  // Parameter p covers its elements and any gap or padding up to the next one.
-  for (int p = u.first_param; p < u.end_param; ++p) {
-    const size_t begin = std::max(layout.params()[p].offset, first);
-    const size_t end = std::min(p + 1 < u.end_param ? layout.params()[p + 1].offset
-                                                    : u.offset + u.padded,
-                                last);
-    if (begin >= end) continue;
-    const int group = param_groups[p];
-    if (!ranges_.empty() && ranges_.back().group == group &&
-        ranges_.back().end == at + (begin - first)) {
-      ranges_.back().end = at + (end - first);
-    } else {
-      ranges_.push_back({at + (begin - first), at + (end - first), group});
-    }
-  }
 }
 
 template <class StepFn>
 absl::Status GroupedOptimizer::Split(const StepArgs& args, StepFn step) const {
-  const float* begin = args.params.data();
-  const float* end = begin + args.params.size();
+  const size_t begin = args.first_element, end = begin + args.params.size();
   const size_t grad_size = SizeOf(args.grad_dtype), copy_size = SizeOf(args.copy_dtype);
-  // One part of the slice, [from, to), stepped with group `group`'s optimizer.
-  auto part = [&](const float* from, const float* to, int group) -> absl::Status {
+  // One part of the slice, flat elements [from, to), stepped with group `group`'s optimizer.
+  auto part = [&](size_t from, size_t to, int group) -> absl::Status {
     const size_t skip = from - begin, n = to - from;
     std::vector<std::span<float>> state;
     for (int i = 0; i < groups_[group]->state_buffers(); ++i) {
@@ -122,16 +87,17 @@ absl::Status GroupedOptimizer::Split(const StepArgs& args, StepFn step) const {
     if (args.param_copy != nullptr) {
       sub.param_copy = static_cast<char*>(args.param_copy) + skip * copy_size;
     }
+    sub.first_element = from;
     return step(*groups_[group], sub);
   };
   // Elements no range covers (one group, or not bound) step with group 0.
   auto first = std::upper_bound(ranges_.begin(), ranges_.end(), begin,
-                                [](const float* p, const Range& r) { return p < r.end; });
-  const float* at = begin;
+                                [](size_t e, const Range& r) { return e < r.end; });
+  size_t at = begin;
   for (auto r = first; r != ranges_.end() && r->begin < end && at < end; ++r) {
     if (r->begin > at) RETURN_IF_ERROR(part(at, std::min(r->begin, end), 0));
     at = std::max(at, r->begin);
-    const float* to = std::min(r->end, end);
+    const size_t to = std::min(r->end, end);
     if (to > at) RETURN_IF_ERROR(part(at, to, r->group));
     at = std::max(at, to);
   }

@@ -68,7 +68,7 @@ absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
   ASSIGN_OR_RETURN(handle->engine,
                    Engine::Create(setup->config, *std::move(specs), handle->optimizer.get(),
                                   comm->comm.get(), devices->system.get(), device));
-  RETURN_IF_ERROR(handle->optimizer->Bind(*handle->engine, comm->comm->rank(), groups));
+  RETURN_IF_ERROR(handle->optimizer->Bind(handle->engine->layout(), groups));
   *out = handle.release();
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 #include "zero/checkpoint/internal/load_plan.h"
 #include "zero/checkpoint/internal/manifest.h"
 #include "zero/checkpoint/internal/owned_state_io.h"
+#include "zero/checkpoint/internal/piece_placer.h"
 
 namespace zero::checkpoint {
 namespace {
@@ -53,28 +54,14 @@ absl::Status Verify(const absl::StatusOr<std::unique_ptr<Source>>& source) {
       [](const ChunkRead&, const std::byte*) { return absl::OkStatus(); });
 }
 
-// Pass 2: the padding zeroed as the engine keeps it, every chunk's overlap
-// with this rank's pieces copied in; the stream finishes each read's copies
-// before its buffer is reused.
+// Pass 2: every chunk's overlap with this rank's pieces copied in, the
+// padding zeroed as the engine keeps it (internal/piece_placer.h); each
+// read's copies are done before its buffer is reused.
 absl::Status Place(const Participant& rank, Source& source) {
-  Engine& engine = rank.engine;
-  const int buffers = BufferCount(rank);
-  const Layout& layout = engine.layout();
-  for (const Gap& gap : PaddingGaps(layout, rank.comm.rank())) {
-    const size_t at = gap.begin - layout.units()[gap.unit].shard_offset;
-    for (int b = 0; b < buffers; ++b) {
-      RETURN_IF_ERROR(EnqueueZeros(engine, gap.unit, b, at, gap.end - gap.begin));
-    }
-  }
-  return source.stream->Run([&](const ChunkRead& read, const std::byte* span) {
-    for (const Placement& p : read.placements) {
-      const float* chunk = reinterpret_cast<const float*>(span + (p.chunk->offset - read.begin));
-      const size_t at = p.shard_index - layout.units()[p.unit].shard_offset;
-      RETURN_IF_ERROR(EnqueueCopyFromHost(engine, p.unit, p.chunk->buffer, at,
-                                          chunk + (p.lo - p.chunk->begin), p.hi - p.lo));
-    }
-    return engine.stream()->Synchronize();
-  });
+  PiecePlacer placer(rank.engine, rank.comm.rank(), BufferCount(rank));
+  RETURN_IF_ERROR(source.stream->Run(
+      [&](const ChunkRead& read, const std::byte* span) { return placer.Place(read, span); }));
+  return placer.Finish();
 }
 
 // The loss-scaler state means something only between fp16 runs; an fp16

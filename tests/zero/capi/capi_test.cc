@@ -1,9 +1,11 @@
 // The C ABI (zero_engine.h) against the C++ engine: the same training gives
 // the same bits at every stage, over the local backend and over the
 // caller's collectives; parameter groups, learning rates and errors.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "tests/zero/capi/capi_training.h"
@@ -96,6 +98,41 @@ TEST(CapiGroups, EachElementStepsWithItsGroup) {
   for (size_t i = 0; i < groups.size(); ++i) {
     const bool same = std::memcmp(initial[i].data(), first[i].data(), 4 * first[i].size()) == 0;
     EXPECT_EQ(same, groups[i] == 1) << model->params()[i].name;
+  }
+}
+
+// Two groups with their own lr and weight decay train to the same bits
+// wherever the optimizer state lives: on the device, in pinned host memory
+// (the CPU step) or on NVMe, where the optimizer sees staging buffers in
+// chunks that cross group borders and only StepArgs::first_element places them.
+TEST(CapiGroups, EachGroupKeepsItsSettingsWhereverTheStateLives) {
+  std::unique_ptr<Model> model = Transformer();
+  const std::string two_groups = R"({"type": "adamw", "groups": [
+      {"lr": 0.01, "weight_decay": 0.01}, {"lr": 0.03, "weight_decay": 0.2}]})";
+  std::vector<int> groups;
+  for (size_t i = 0; i < model->params().size(); ++i) groups.push_back(i % 3 == 1 ? 1 : 0);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  for (auto [stage, dtype] : {std::pair{1, DType::kF32}, std::pair{2, DType::kF32},
+                              std::pair{3, DType::kF32}, std::pair{2, DType::kBF16}}) {
+    const std::string name = "stage " + std::to_string(stage) + " " + std::string(Name(dtype));
+    CapiRun on_device{.run = SmallRun(stage, 2), .optimizer = two_groups, .groups = groups};
+    on_device.run.config.param_dtype = dtype;
+    CapiRun on_host = on_device;
+    on_host.run.config.offload = Offload::kOptimizer;
+    CapiRun on_nvme = on_host;
+    on_nvme.run.config.offload_device = OffloadDevice::kNvme;
+    on_nvme.run.config.nvme_path = tmp != nullptr ? tmp : "/tmp";
+    on_nvme.run.config.nvme_chunk_elements = 100;  // not a multiple of the 16-element alignment
+    const std::vector<CapiResult> expected = TrainWithCapi(*model, on_device);
+    ExpectAllOk(expected);
+    for (const CapiRun* run : {&on_host, &on_nvme}) {
+      const std::vector<CapiResult> actual = TrainWithCapi(*model, *run);
+      ExpectAllOk(actual);
+      const std::string where = run == &on_host ? " host" : " nvme";
+      for (int r = 0; r < 2; ++r) {
+        ExpectBitIdentical(expected[r].params, actual[r].params, name + where);
+      }
+    }
   }
 }
 

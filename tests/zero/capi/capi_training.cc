@@ -161,13 +161,19 @@ void RunRank(const Model& model, const CapiRun& capi, zero_comm_t comm, zero_dev
 }  // namespace
 
 std::string ConfigJson(const EngineConfig& c, const std::string& optimizer) {
+  std::string nvme;  // the path is the test's own folder: nothing to escape
+  if (c.offload_device == OffloadDevice::kNvme) {
+    nvme = absl::StrFormat(
+        "\"offload_device\": \"nvme\", \"nvme_path\": \"%s\", \"nvme_chunk_elements\": %d, ",
+        c.nvme_path, c.nvme_chunk_elements);
+  }
   return absl::StrFormat(
       "{\"stage\": %d, \"gradient_accumulation_steps\": %d, \"bucket_elements\": %d, "
-      "\"max_grad_norm\": %.17g, \"param_dtype\": \"%s\", \"offload\": \"%s\", "
+      "\"max_grad_norm\": %.17g, \"param_dtype\": \"%s\", \"offload\": \"%s\", %s"
       "\"offload_overlap\": %s, \"prefetch_elements\": %d, \"max_live_elements\": %d, "
       "\"max_reuse_distance\": %d, \"persistence_threshold\": %d, \"optimizer\": %s}",
       c.stage, c.gradient_accumulation_steps, c.bucket_elements, c.max_grad_norm,
-      DTypeName(c.param_dtype), OffloadName(c.offload), c.offload_overlap ? "true" : "false",
+      DTypeName(c.param_dtype), OffloadName(c.offload), nvme, c.offload_overlap ? "true" : "false",
       c.prefetch_elements, c.max_live_elements, c.max_reuse_distance, c.persistence_threshold,
       optimizer);
 }

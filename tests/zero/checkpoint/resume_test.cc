@@ -5,13 +5,18 @@
 // leaves the previous checkpoint loadable.
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "optimizers/adam.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
@@ -127,6 +132,118 @@ TEST(CheckpointNvme, StateOnNvmeSavesAndResumes) {
   absl::StatusOr<ModelStates> want = uninterrupted->States(), got = resumed->States();
   ASSERT_TRUE(want.ok() && got.ok());
   ExpectStatesIdentical(*want, *got, "resumed from NVMe state");
+}
+
+// Bytes of the state file chunks (of `chunk` elements, all planes) that
+// hold a parameter element of `rank`'s pieces: what one pass of a save reads.
+uint64_t ChunksWithParameters(const Layout& layout, int rank, size_t chunk, int planes) {
+  uint64_t bytes = 0;
+  for (const Unit& u : layout.units()) {
+    const size_t piece = u.offset + rank * u.shard;
+    for (size_t first = 0; first < u.shard; first += chunk) {
+      const size_t lo = piece + first, hi = piece + std::min(u.shard, first + chunk);
+      for (int p = u.first_param; p < u.end_param; ++p) {
+        const ParamSlot& slot = layout.params()[p];
+        if (slot.offset < hi && slot.offset + slot.numel > lo) {
+          bytes += planes * (hi - lo) * sizeof(float);
+          break;
+        }
+      }
+    }
+  }
+  return bytes;
+}
+
+// Every element of the rank's pieces, padding included, in every plane.
+absl::Status FillOwnedState(Engine& engine, float value) {
+  for (int u = 0; u < static_cast<int>(engine.layout().units().size()); ++u) {
+    RETURN_IF_ERROR(engine.StreamOwnedState(
+        u, Engine::StateAccess::kWrite, [&](size_t, size_t n, std::span<float* const> planes) {
+          for (float* plane : planes) std::fill_n(plane, n, value);
+          return absl::OkStatus();
+        }));
+  }
+  return absl::OkStatus();
+}
+
+// The padding of the rank's pieces reads 0 in every plane, as the engine keeps it.
+absl::Status CheckPaddingIsZero(Engine& engine, int rank) {
+  const Layout& layout = engine.layout();
+  std::vector<bool> parameter(layout.padded_numel());
+  for (const ParamSlot& p : layout.params()) {
+    std::fill_n(parameter.begin() + p.offset, p.numel, true);
+  }
+  for (int u = 0; u < static_cast<int>(layout.units().size()); ++u) {
+    const size_t piece = layout.units()[u].offset + rank * layout.units()[u].shard;
+    RETURN_IF_ERROR(engine.StreamOwnedState(
+        u, Engine::StateAccess::kRead, [&](size_t at, size_t n, std::span<float* const> planes) {
+          for (size_t i = 0; i < n; ++i) {
+            for (size_t p = 0; p < planes.size() && !parameter[piece + at + i]; ++p) {
+              if (planes[p][i] != 0.0f) {
+                return absl::InternalError(absl::StrFormat("padding element %d of plane %d is %g",
+                                                           piece + at + i, p, planes[p][i]));
+              }
+            }
+          }
+          return absl::OkStatus();
+        }));
+  }
+  return absl::OkStatus();
+}
+
+// What a checkpoint costs the state file: a save reads it once, the chunks
+// that hold parameters (each plane of each checkpoint chunk used to be a
+// pass of its own, reading whole file chunks: 3x and more for Adam); a load
+// writes it once, and reads it once for its own pass plus once for
+// Restore's rebuild of the parameters from the masters.
+TEST(CheckpointNvme, SaveReadsTheStateFileOnceAndLoadWritesItOnce) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(2, 2);
+  run.config.offload = Offload::kOptimizer;
+  run.config.offload_device = OffloadDevice::kNvme;
+  run.config.nvme_path = FreshDir("nvme_passes");
+  run.config.nvme_chunk_elements = 100;  // pieces of several file chunks
+  std::unique_ptr<Cluster> saver = MakeCluster(*model, run);
+  std::unique_ptr<Cluster> loader = MakeCluster(*model, run);
+  ASSERT_TRUE(saver && loader);
+  ASSERT_TRUE(saver->Train(0, kSteps).ok());
+  checkpoint::SaveOptions options;
+  options.chunk_elements = 37;  // checkpoint chunks straddle the file's
+  const std::string dir = FreshDir("nvme_passes_checkpoint");
+  auto traffic = [](Cluster& cluster, auto action) {
+    std::vector<EngineStats> before, after;
+    for (int r = 0; r < cluster.world(); ++r) before.push_back(cluster.engine(r).stats());
+    EXPECT_TRUE(AllOk(action()).ok());
+    for (int r = 0; r < cluster.world(); ++r) {
+      after.push_back(cluster.engine(r).stats());
+      after[r].nvme_bytes_read -= before[r].nvme_bytes_read;
+      after[r].nvme_bytes_written -= before[r].nvme_bytes_written;
+    }
+    return after;
+  };
+  const auto saved = traffic(*saver, [&] { return saver->Save(dir, options); });
+  // Whatever the loader held, padding included, is overwritten.
+  auto on_loader = [&](auto fn) { return AllOk(loader->Run([&](int r) { return fn(r); })); };
+  ASSERT_TRUE(on_loader([&](int r) { return FillOwnedState(loader->engine(r), NAN); }).ok());
+  const auto loaded = traffic(*loader, [&] { return loader->Load(dir); });
+  EXPECT_TRUE(on_loader([&](int r) { return CheckPaddingIsZero(loader->engine(r), r); }).ok());
+  for (int r = 0; r < run.world; ++r) {
+    std::printf("rank %d: state %zu bytes; save read %llu; load read %llu, wrote %llu\n", r,
+                saved[r].nvme_bytes, (unsigned long long)saved[r].nvme_bytes_read,
+                (unsigned long long)loaded[r].nvme_bytes_read,
+                (unsigned long long)loaded[r].nvme_bytes_written);
+    // No chunk read twice; a few may still be in staging from the last step.
+    const uint64_t one_pass = ChunksWithParameters(saver->engine(r).layout(), r, 100, 3);
+    const uint64_t staged = StateFile::kStagingBuffers * 100 * 3 * sizeof(float);
+    EXPECT_LE(saved[r].nvme_bytes_read, one_pass) << "rank " << r;
+    EXPECT_GE(saved[r].nvme_bytes_read + staged, one_pass) << "rank " << r;
+    EXPECT_EQ(saved[r].nvme_bytes_written, 0u) << "rank " << r;
+    EXPECT_EQ(loaded[r].nvme_bytes_written, loaded[r].nvme_bytes) << "rank " << r;
+    EXPECT_LE(loaded[r].nvme_bytes_read, 2 * loaded[r].nvme_bytes) << "rank " << r;
+  }
+  absl::StatusOr<ModelStates> want = saver->States(), got = loader->States();
+  ASSERT_TRUE(want.ok() && got.ok());
+  ExpectStatesIdentical(*want, *got, "loaded from NVMe state");
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, Resume,

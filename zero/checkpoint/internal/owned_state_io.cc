@@ -48,54 +48,69 @@ std::vector<float*> UnitBuffers(Engine& engine, int unit) {
 
 // State on NVMe (offload_device nvme) has no address: the piece is streamed
 // through the engine's staging, chunk by chunk, at once on this thread (so
-// `host` is done with on return, which the stream contract allows). The
-// stream is drained first: the state file is written only by Step.
+// host memory is done with on return, which the stream contract allows).
+// The stream is drained first: the state file is written only by Step.
 bool OnNvme(const Engine& engine) { return !engine.nvme_file().empty(); }
 
-// `each(plane chunk, host chunk, n)` over elements [at, at + count) of
-// buffer `buffer`; kUpdate keeps the planes it does not write.
-template <typename Each>
-absl::Status StreamNvme(Engine& engine, int unit, int buffer, size_t at, size_t count,
-                        Engine::StateAccess access, Each each) {
+absl::Status StreamNvme(Engine& engine, int unit, size_t at, size_t count,
+                        Engine::StateAccess access, StateFile::ChunkFn fn) {
   RETURN_IF_ERROR(engine.stream()->Synchronize());
-  return engine.StreamOwnedState(
-      unit, at, count, access,
-      [&](size_t offset, size_t n, std::span<float* const> planes) -> absl::Status {
-        each(planes[buffer], offset - at, n);
-        return absl::OkStatus();
-      });
+  return engine.StreamOwnedState(unit, at, count, access, fn);
 }
 
 }  // namespace
 
 absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, float* host,
                                size_t count) {
-  if (OnNvme(engine)) {
-    return StreamNvme(engine, unit, buffer, at, count, Engine::StateAccess::kRead,
-                      [host](float* plane, size_t to, size_t n) {
-                        std::copy_n(plane, n, host + to);
-                      });
+  if (!OnNvme(engine)) {
+    return engine.stream()->Copy(host, UnitBuffers(engine, unit)[buffer] + at,
+                                 count * sizeof(float));
   }
-  return engine.stream()->Copy(host, UnitBuffers(engine, unit)[buffer] + at, count * sizeof(float));
+  return StreamNvme(engine, unit, at, count, Engine::StateAccess::kRead,
+                    [&](size_t offset, size_t n, std::span<float* const> planes) {
+                      std::copy_n(planes[buffer], n, host + (offset - at));
+                      return absl::OkStatus();
+                    });
 }
 
-absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at, const float* host,
-                                 size_t count) {
-  if (OnNvme(engine)) {
-    return StreamNvme(engine, unit, buffer, at, count, Engine::StateAccess::kUpdate,
-                      [host](float* plane, size_t from, size_t n) {
-                        std::copy_n(host + from, n, plane);
-                      });
+absl::Status WritePiece(Engine& engine, int unit, std::span<const PieceWrite> writes) {
+  if (writes.empty()) return absl::OkStatus();
+  if (!OnNvme(engine)) {
+    const std::vector<float*> buffers = UnitBuffers(engine, unit);
+    for (const PieceWrite& w : writes) {
+      float* to = buffers[w.buffer] + w.at;
+      const size_t bytes = w.count * sizeof(float);
+      RETURN_IF_ERROR(w.values != nullptr ? engine.stream()->Copy(to, w.values, bytes)
+                                          : engine.stream()->Fill(to, 0, bytes));
+    }
+    return absl::OkStatus();
   }
-  return engine.stream()->Copy(UnitBuffers(engine, unit)[buffer] + at, host, count * sizeof(float));
-}
-
-absl::Status EnqueueZeros(Engine& engine, int unit, int buffer, size_t at, size_t count) {
-  if (OnNvme(engine)) {
-    return StreamNvme(engine, unit, buffer, at, count, Engine::StateAccess::kUpdate,
-                      [](float* plane, size_t, size_t n) { std::fill_n(plane, n, 0.0f); });
-  }
-  return engine.stream()->Fill(UnitBuffers(engine, unit)[buffer] + at, 0, count * sizeof(float));
+  // By element, so each chunk of the pass looks at the writes that reach it.
+  std::vector<PieceWrite> sorted(writes.begin(), writes.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const PieceWrite& a, const PieceWrite& b) { return a.at < b.at; });
+  size_t hi = 0;
+  for (const PieceWrite& w : sorted) hi = std::max(hi, w.at + w.count);
+  const size_t lo = sorted[0].at;
+  size_t done = 0;  // writes before it end before the chunks still to come
+  // kUpdate: the elements between the writes, and the planes they skip, stay.
+  return StreamNvme(
+      engine, unit, lo, hi - lo, Engine::StateAccess::kUpdate,
+      [&](size_t offset, size_t n, std::span<float* const> planes) {
+        while (done < sorted.size() && sorted[done].at + sorted[done].count <= offset) ++done;
+        for (size_t i = done; i < sorted.size() && sorted[i].at < offset + n; ++i) {
+          const PieceWrite& w = sorted[i];
+          const size_t from = std::max(offset, w.at), to = std::min(offset + n, w.at + w.count);
+          if (from >= to) continue;
+          float* plane = planes[w.buffer] + (from - offset);
+          if (w.values == nullptr) {
+            std::fill_n(plane, to - from, 0.0f);
+          } else {
+            std::copy_n(w.values + (from - w.at), to - from, plane);
+          }
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace zero::checkpoint

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "absl/status/status.h"
 #include "zero/checkpoint/checkpoint.h"
@@ -21,14 +22,25 @@ Agreement AgreementFor(const Participant& rank);
 // Buffers per element: master weights, then each optimizer state.
 int BufferCount(const Participant& rank);
 
-// Enqueue on engine.stream(), from or into buffer `buffer` (0: masters,
-// 1 + i: state i) of unit `unit`'s owned piece at element `at` of the piece,
-// `count` elements to or from `host` (kept until the stream has run the
-// copy), or zeros.
+// Enqueue on engine.stream() a copy of buffer `buffer` (0: masters, 1 + i:
+// state i) of unit `unit`'s owned piece, elements [at, at + count) of the
+// piece, into `host` (kept until the stream has run the copy). With the
+// state on NVMe it is done on return; chunks a copy before left in staging
+// are not read again (offload/state_file.h), so copying a piece buffer by
+// buffer reads the file once.
 absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, float* host,
                                size_t count);
-absl::Status EnqueueCopyFromHost(Engine& engine, int unit, int buffer, size_t at,
-                                 const float* host, size_t count);
-absl::Status EnqueueZeros(Engine& engine, int unit, int buffer, size_t at, size_t count);
+
+// Elements [at, at + count) of buffer `buffer` of a unit's owned piece,
+// from `values` (kept until the stream has run the copy), or zeros when null.
+struct PieceWrite {
+  int buffer;
+  size_t at, count;
+  const float* values;
+};
+// All of `writes` into unit `unit`'s owned piece, enqueued on
+// engine.stream(); with the state on NVMe one pass over the elements they
+// span, every buffer at once (the elements between them kept), done on return.
+absl::Status WritePiece(Engine& engine, int unit, std::span<const PieceWrite> writes);
 
 }  // namespace zero::checkpoint
