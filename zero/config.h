@@ -48,10 +48,11 @@ struct EngineConfig {
   size_t host_capacity = 0;
   OffloadDevice offload_device = OffloadDevice::kCpu;
   // With kNvme: the folder for each rank's state file (DeepSpeed's
-  // nvme_path), and the elements per chunk of the streamed step (three
-  // staging buffers of (1 + optimizer states) x 4 bytes x this).
+  // nvme_path), and the elements per chunk of the streamed step
+  // (StateFile::kStagingBuffers staging buffers of (1 + optimizer states) x
+  // 4 bytes x this: 5 x 24 MiB with Adam).
   std::string nvme_path;
-  size_t nvme_chunk_elements = size_t{1} << 22;
+  size_t nvme_chunk_elements = size_t{1} << 21;
   // With offload, step each unit on the CPU as soon as its gradients of
   // the step's last micro-batch are reduced, overlapping the rest of
   // backward (off when clipping or loss scaling need every gradient first).

@@ -1,11 +1,12 @@
 // --offload_device=nvme: the rank's file holds the master weights and
 // moments of its pieces (12 bytes an element with Adam), which leave host
-// memory for three staging buffers; ZeRO-Infinity's figure (16 bytes a
+// memory for the state file's staging buffers; ZeRO-Infinity's figure (16 bytes a
 // parameter over N, its fp32 gradients included) stands beside it.
 #include "bench/footprint/experiment.h"
 #include "bench/footprint/presets.h"
 #include "bench/footprint/row.h"
 #include "gtest/gtest.h"
+#include "offload/state_file.h"
 
 namespace zero::footprint {
 namespace {
@@ -32,8 +33,9 @@ TEST_P(Nvme, TheFileHoldsMasterAndMomentsAndHostKeepsTheStaging) {
   EXPECT_EQ(m.nvme, 12 * shard) << "fp32 master + Adam's two moments of the piece";
   EXPECT_EQ(on_host.measured.nvme, 0u);
   EXPECT_NEAR(m.nvme, on_nvme.paper.nvme, 12 * (m.padded_numel - m.numel) / ranks + 1.0);
-  // Three staging buffers of three planes of the default chunk.
-  const double staging = 3.0 * 3 * 4 * EngineConfig{}.nvme_chunk_elements;
+  // The state file's staging buffers of three planes of the default chunk.
+  const double staging =
+      StateFile::kStagingBuffers * 3.0 * 4 * EngineConfig{}.nvme_chunk_elements;
   EXPECT_EQ(static_cast<double>(m.peak_host), on_host.measured.peak_host - m.nvme + staging);
   EXPECT_EQ(on_nvme.deepspeed.nvme_rank, 16.0 * m.numel / ranks);
   EXPECT_EQ(on_host.deepspeed.nvme_rank, 0.0);
