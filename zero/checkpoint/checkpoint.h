@@ -110,8 +110,9 @@ class AsyncSaver {
   // starting), creates the step folder, snapshots this rank's owned state
   // and returns: from then on Steps may change the engine without changing
   // what is written. The time this blocks is the device-to-host copy (plus
-  // the write of whatever exceeds snapshot_bytes). Its errors are the same
-  // on every rank; later failures surface at Wait.
+  // the write of whatever exceeds snapshot_bytes); the background write
+  // starts when the copy is done (or when the buffers are full). Its errors
+  // are the same on every rank; later failures surface at Wait.
   absl::Status Start(const std::string& root);
   // Waits until every rank's file is durable, then rank 0 publishes.
   // Returns the checkpoint folder, or the save's error (the same on every
@@ -120,10 +121,15 @@ class AsyncSaver {
   bool pending() const { return pending_; }
 
  private:
+  friend absl::StatusOr<std::string> Save(const Participant&, const std::string&,
+                                          const SaveOptions&);
   const Participant rank_;
   const SaveOptions options_;
   std::unique_ptr<SnapshotWriter> writer_;
   bool pending_ = false;
+  // Save's own saver: the write overlaps the snapshot (nothing trains
+  // meanwhile); an AsyncSaver's write starts after a snapshot that fits.
+  bool synchronous_ = false;
   // The save in flight: where, and the engine's resume point at Start.
   std::string root_, name_;
   Engine::ResumePoint point_;

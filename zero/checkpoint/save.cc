@@ -97,6 +97,7 @@ absl::Status Publish(const Manifest& manifest, const std::string& root, const st
 absl::StatusOr<std::string> Save(const Participant& p, const std::string& root,
                                  const SaveOptions& options) {
   AsyncSaver saver(p, options);
+  saver.synchronous_ = true;
   RETURN_IF_ERROR(saver.Start(root));
   return saver.Wait();
 }
@@ -125,7 +126,8 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   writer_->Start(
       rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
       EncodeDataHeader(header),
-      PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes));
+      PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes),
+      /*overlap=*/synchronous_);
   pending_ = true;
   return absl::OkStatus();
 }

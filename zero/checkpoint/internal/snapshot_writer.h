@@ -44,8 +44,11 @@ class SnapshotWriter {
 
   // Snapshots `plan` of rank's owned state, `header` first, into `path` and
   // returns once every byte is copied: the engine may change from then on.
-  // Call Finish before the next Start. Errors surface at Finish.
-  void Start(const Participant& rank, std::string path, std::string header, DataFilePlan plan);
+  // Call Finish before the next Start. Errors surface at Finish. `overlap`:
+  // the writer starts at once (a caller that waits for the file anyway);
+  // otherwise only after a snapshot that fits in the buffers.
+  void Start(const Participant& rank, std::string path, std::string header, DataFilePlan plan,
+             bool overlap);
   // Waits for the file to be durable in place; its size and checksums.
   absl::StatusOr<WrittenFile> Finish();
   bool running() const { return thread_.joinable(); }
