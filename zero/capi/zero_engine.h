@@ -122,7 +122,9 @@ int zero_engine_fetch(zero_engine_t engine, int module);
 int zero_engine_release(zero_engine_t engine, int module);
 
 /* This micro-batch's gradient of `param` (`numel` elements of `dtype`, the
- * model dtype), copied before returning. Once per parameter per micro-batch. */
+ * model dtype). Host memory is copied before returning; card memory is read
+ * in the order of the engine's stream (zero_engine_stream): keep it until
+ * then. Once per parameter per micro-batch. */
 int zero_engine_add_grad(zero_engine_t engine, int param, const void* grad, size_t numel,
                          int dtype);
 /* Collective: the optimizer step after gradient_accumulation_steps
