@@ -3,16 +3,27 @@
 #include <algorithm>
 #include <span>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
 #include "zero/comm/local_communicator.h"
 
 namespace zero::testing_model {
+namespace {
+
+// Ranks that fail to open a file at the same moment (a missing or damaged
+// checkpoint) format errno at once. abseil's strerror table is a function-
+// local static in an uninstrumented library, whose guard TSan cannot see:
+// build it at load time, before any rank's thread.
+const absl::Status kStrErrorWarmUp = absl::ErrnoToStatus(ENOENT, "warm-up");
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Model& model, const TrainingRun& run,
                                                          const OptimizerFactory& optimizer) {

@@ -85,6 +85,26 @@ TEST_F(StreamingLoad, OnePassLoadsTheSame) {
   EXPECT_LE(stats[0].peak_staging_bytes, kBudget);
 }
 
+// A budget that holds a rank's whole share: pass 1's reads stay in the
+// staging, verified, and pass 2 places them from there: the files are read
+// once, and the result is the same.
+TEST_F(StreamingLoad, ABudgetThatHoldsTheShareReadsTheFilesOnce) {
+  auto cluster = Cluster::Create(*model_, SmallRun(4, 3), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  absl::Status status;
+  const std::vector<checkpoint::LoadStats> stats =
+      Load(**cluster, {.staging_bytes = size_t{8} << 20}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectStatesIdentical(saved_, *(*cluster)->States(), "loaded from staging");
+  size_t numel = 0;
+  for (const ParamInfo& p : model_->params()) numel += p.numel;
+  const size_t rank_bytes = numel * saved_.size() * sizeof(float) / 4;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_GE(stats[r].bytes_read, rank_bytes * 9 / 10) << r;
+    EXPECT_LE(stats[r].bytes_read, rank_bytes * 11 / 10) << r << ": read twice";
+  }
+}
+
 TEST_F(StreamingLoad, BudgetBelowOneChunkIsAnErrorThatChangesNothing) {
   auto cluster = Cluster::Create(*model_, SmallRun(2, 3), AdamW());
   ASSERT_TRUE(cluster.ok());

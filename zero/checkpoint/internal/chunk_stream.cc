@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<DirectFile>> OpenChecked(const std::string& folde
 // The outcome of the read in one staging buffer.
 struct Slot {
   bool ready = false;
+  bool read = false;  // from the file (not still there, verified, from the last Run)
   absl::Status status;
 };
 
@@ -66,6 +67,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
   // reads into pages the first already faulted in.
   if (buffers_ == nullptr) {
     ASSIGN_OR_RETURN(buffers_, PinnedBuffers::Create(*devices_, slots, plan_->slot_bytes));
+    resident_.assign(slots, kNone);
   }
   peak_staging_bytes_ = std::max<uint64_t>(peak_staging_bytes_, plan_->staging_bytes());
   std::vector<Slot> slot(slots);
@@ -82,9 +84,14 @@ absl::Status ChunkStream::Run(Consumer consume) {
         cv.wait(lock, [&] { return stop || !slot[w].ready; });
         if (stop) return;
       }
-      absl::Status status = ReadAndVerify(reads[i], (*buffers_)[w]);
+      // A plan of no more reads than slots leaves every read in its slot,
+      // verified: the next Run (Load's placing pass) uses it as it is.
+      const bool resident = resident_[w] == i;
+      absl::Status status = resident ? absl::OkStatus() : ReadAndVerify(reads[i], (*buffers_)[w]);
+      resident_[w] = status.ok() ? i : kNone;
       std::lock_guard lock(mu);
       slot[w].status = std::move(status);
+      slot[w].read = !resident;
       slot[w].ready = true;
       cv.notify_all();
     }
@@ -99,7 +106,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
       cv.wait(lock, [&] { return s.ready; });
     }
     status = s.status.ok() ? consume(reads[i], (*buffers_)[i % slots]) : s.status;
-    if (status.ok()) bytes_read_ += reads[i].end - reads[i].begin;
+    if (status.ok() && s.read) bytes_read_ += reads[i].end - reads[i].begin;
     std::lock_guard lock(mu);
     s.ready = false;
     stop = !status.ok();

@@ -3,7 +3,9 @@
 // buffer (pinned_buffers.h), every chunk checked against its CRC-32C on the reading thread, and
 // handed to the caller in plan order. Host staging is plan.staging_bytes()
 // whatever the checkpoint's size, allocated by the first Run and kept for
-// the next. Used by one thread at a time.
+// the next; when the plan has no more reads than buffers, the next Run takes
+// them from there, verified, instead of reading the files again (Load then
+// reads once). Used by one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -38,7 +40,7 @@ class ChunkStream {
   absl::Status Run(Consumer consume);
 
   uint64_t peak_staging_bytes() const { return peak_staging_bytes_; }
-  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t bytes_read() const { return bytes_read_; }  // from the files, every Run
   bool direct() const;  // O_DIRECT in effect on every file read
 
  private:
@@ -51,6 +53,10 @@ class ChunkStream {
   std::vector<std::unique_ptr<DirectFile>> files_;  // by manifest index; null when unread
   DeviceSystem* devices_;                           // where the staging is pinned for
   std::unique_ptr<PinnedBuffers> buffers_;           // plan_->slots staging buffers, kept
+  // Per slot, the read whose verified bytes it holds (kNone: none): written
+  // by the slot's reader thread only, read by it in the next Run.
+  static constexpr size_t kNone = ~size_t{0};
+  std::vector<size_t> resident_;
   uint64_t peak_staging_bytes_ = 0;
   uint64_t bytes_read_ = 0;
 };
