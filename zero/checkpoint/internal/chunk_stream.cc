@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<DirectFile>> OpenChecked(const std::string& folde
 // The outcome of the read in one staging buffer.
 struct Slot {
   bool ready = false;
-  bool read = false;  // from the file (not still there, verified, from the last Run)
+  bool read = false;  // from the file this Run (else still in the slot from the last)
   absl::Status status;
 };
 
@@ -84,8 +84,8 @@ absl::Status ChunkStream::Run(Consumer consume) {
         cv.wait(lock, [&] { return stop || !slot[w].ready; });
         if (stop) return;
       }
-      // A plan of no more reads than slots leaves every read in its slot,
-      // verified: the next Run (Load's placing pass) uses it as it is.
+      // A slot that still holds read i, verified, from the last Run (Load's
+      // verifying pass) is used as it is: the file is not read again.
       const bool resident = resident_[w] == i;
       absl::Status status = resident ? absl::OkStatus() : ReadAndVerify(reads[i], (*buffers_)[w]);
       resident_[w] = status.ok() ? i : kNone;

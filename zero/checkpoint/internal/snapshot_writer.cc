@@ -74,8 +74,8 @@ void SnapshotWriter::Start(const Participant& rank, std::string path, std::strin
   // the checksums and transfers would otherwise share the cores and the
   // memory bandwidth with the copy training waits for (measured on 2 cores:
   // Start blocked 0.04-0.09 of a Save instead of 0.11-0.26).
-  const bool fits = !overlap && buffers_->count() >= segments_;
-  if (!fits) thread_ = std::thread(&SnapshotWriter::WriteAll, this, path);
+  const bool write_after = !overlap && buffers_->count() >= segments_;
+  if (!write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, path);
   for (size_t s = 0; s < segments_; ++s) {
     std::byte* buffer = Acquire();
     if (buffer == nullptr) break;  // the writer failed: Finish says why
@@ -83,7 +83,7 @@ void SnapshotWriter::Start(const Participant& rank, std::string path, std::strin
     Push({s, buffer, filled});
     if (!filled.ok()) break;
   }
-  if (fits) thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
+  if (write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
 }
 
 absl::StatusOr<WrittenFile> SnapshotWriter::Finish() {
