@@ -14,7 +14,16 @@ framework the median step time and this rank's model-state bytes:
   once (stage 3 and FSDP2; sampled at every module's forward and backward
   boundary for FSDP2, the pool's peak for zero).
 Then the ratios the issue asks for: zero stage 3 / FSDP2 and zero stage 2 /
-DDP, for step time and peak bytes (goal <= 1.0)."""
+DDP, for step time and peak bytes (goal <= 1.0).
+
+The frameworks run in alternating rounds (--rounds, each runs all four), and
+a step time is the median over every round's timed steps: on a shared
+machine the speed drifts within a run, and one framework measured early and
+another late would see different machines. The library must be an
+optimized build (`bazel build -c opt //zero/capi:zero_engine`): Bazel's
+default steps the optimizer about ten times slower, and the figures would
+compare the build mode, not the design (--allow_unoptimized to run anyway,
+as the test suite does, without ratios)."""
 
 import argparse
 import statistics
@@ -90,8 +99,7 @@ def _train(model, opt, args, rank, scale=None):
         if scale is not None:
             scale()
         times.append(time.perf_counter() - start)
-    persistent = None
-    return statistics.median(times[args.warmup:]), persistent
+    return times[args.warmup:]
 
 
 def run(kind, args, rank):
@@ -115,7 +123,7 @@ def run(kind, args, rank):
                   "zero": {"ordered_reductions": bool(args.ordered),
                            "fetch_granularity": args.granularity}}
         model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters(), lr=1e-3), config)
-    seconds, _ = _train(model, opt, args, rank)
+    seconds = _train(model, opt, args, rank)
     if kind.startswith("zero"):
         summary = zero.memory_summary(model)
         persistent = summary["model_states"]["device_bytes"]
@@ -135,30 +143,53 @@ def main():
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--rows", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per round")
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ordered", type=int, default=1,
                         help="zero's rank-ordered reductions (1, bit-exact) or gloo's own (0)")
     parser.add_argument("--granularity", default="block", choices=("block", "module"),
                         help="stage 3 gathers per block (as FSDP2 is wrapped here) or module")
     parser.add_argument("--prefetch_blocks", type=float, default=0.0,
                         help="stage 3 prefetch bucket in blocks (FSDP2 prefetches one)")
+    parser.add_argument("--allow_unoptimized", action="store_true",
+                        help="run with an unoptimized library (no ratios printed)")
     args = parser.parse_args()
+    build = zero.build_info()
+    if not build["optimized"] and not args.allow_unoptimized:
+        raise SystemExit("%s is not an optimized build: `bazel build -c opt "
+                         "//zero/capi:zero_engine` (or --allow_unoptimized)" % build["path"])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    results = {kind: run(kind, args, rank) for kind in ("ddp", "fsdp2", "zero2", "zero3")}
+    kinds = ("ddp", "fsdp2", "zero2", "zero3")
+    results = {kind: {"times": []} for kind in kinds}
+    for _ in range(args.rounds):
+        for kind in kinds:
+            r = run(kind, args, rank)
+            results[kind]["times"] += r.pop("seconds")
+            results[kind].update(r)
     if rank == 0:
-        psi = sum(p.numel() for p in _model(args).parameters())
-        print("%d processes, %d parameters, %d timed steps (median)" % (world, psi, args.steps))
-        print("%-8s %10s %14s %14s" % ("", "step ms", "persistent B", "peak B"))
-        for kind, r in results.items():
-            print("%-8s %10.1f %14d %14d" % (kind, 1e3 * r["seconds"], r["persistent"], r["peak"]))
-        for ours, peer in (("zero3", "fsdp2"), ("zero2", "ddp")):
-            a, b = results[ours], results[peer]
-            print("%s/%s: step time %.3f, peak model-state bytes %.3f, persistent %.3f"
-                  % (ours, peer, a["seconds"] / b["seconds"], a["peak"] / b["peak"],
-                     a["persistent"] / b["persistent"]))
+        _report(results, world, args, build)
     dist.destroy_process_group()
+
+
+def _report(results, world, args, build):
+    psi = sum(p.numel() for p in _model(args).parameters())
+    print("%d processes, %d parameters, %d rounds x %d timed steps (median), library %s"
+          % (world, psi, args.rounds, args.steps,
+             "optimized" if build["optimized"] else "NOT optimized"))
+    print("%-8s %10s %14s %14s" % ("", "step ms", "persistent B", "peak B"))
+    for kind, r in results.items():
+        r["seconds"] = statistics.median(r["times"])
+        print("%-8s %10.1f %14d %14d" % (kind, 1e3 * r["seconds"], r["persistent"], r["peak"]))
+    if not build["optimized"]:
+        print("no ratios: the library is not an optimized build")
+        return
+    for ours, peer in (("zero3", "fsdp2"), ("zero2", "ddp")):
+        a, b = results[ours], results[peer]
+        print("%s/%s: step time %.3f, peak model-state bytes %.3f, persistent %.3f"
+              % (ours, peer, a["seconds"] / b["seconds"], a["peak"] / b["peak"],
+                 a["persistent"] / b["persistent"]))
 
 
 if __name__ == "__main__":

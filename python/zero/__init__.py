@@ -17,15 +17,16 @@ Checkpoints (_checkpoint.py): save_checkpoint / load_checkpoint (sharded,
 any process count in and out), state_dict / load_state_dict (the model's own
 keys, whole), consolidate (fp32 masters to safetensors). memory_summary
 (_memory.py): this rank's pool and its model-state bytes beside the ZeRO
-formula."""
+formula. build_info(): whether the loaded library is an optimized build
+(`bazel build -c opt //zero/capi:zero_engine`; wrap warns once if not)."""
 
 from ._checkpoint import (consolidate, load_checkpoint, load_state_dict, read_safetensors,
                           save_checkpoint, state_dict)
-from ._lib import ZeroError
+from ._lib import ZeroError, build_info
 from ._memory import model_state_formula
 from ._memory import summary as memory_summary
 from ._wrap import ZeroOptimizer, full_parameters, wrap
 
 __all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary",
            "model_state_formula", "save_checkpoint", "load_checkpoint", "state_dict",
-           "load_state_dict", "consolidate", "read_safetensors"]
+           "load_state_dict", "consolidate", "read_safetensors", "build_info"]

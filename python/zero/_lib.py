@@ -3,10 +3,12 @@ zero/capi/zero_engine.h, and turning a non-zero status into ZeroError.
 
 The library is looked for, in order: $ZERO_ENGINE_LIB; next to this file
 (a wheel that ships it); the repository's bazel-bin (a source checkout after
-`bazel build //zero/capi:zero_engine`). Loaded once per process."""
+`bazel build -c opt //zero/capi:zero_engine`). Loaded once per process."""
 
 import ctypes
+import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -87,7 +89,7 @@ def lib():
         found = next((p for p in paths if p.is_file()), None)
         if found is None:
             raise ZeroError(
-                "libzero_engine.so not found (looked at %s): run `bazel build "
+                "libzero_engine.so not found (looked at %s): run `bazel build -c opt "
                 "//zero/capi:zero_engine` or set ZERO_ENGINE_LIB" % ", ".join(map(str, paths)))
         loaded = ctypes.CDLL(str(found))
         for name, args in _SIGNATURES.items():
@@ -97,8 +99,38 @@ def lib():
         loaded.zero_engine_last_error.argtypes = []
         loaded.zero_comm_set_error.restype = None
         loaded.zero_comm_set_error.argtypes = [ctypes.c_char_p]
+        loaded.zero_engine_build_info.restype = ctypes.c_char_p
+        loaded.zero_engine_build_info.argtypes = []
+        loaded.path = found
         _lib = loaded
     return _lib
+
+
+def build_info():
+    """How the loaded library was built: {"optimized": bool, "assertions":
+    bool, "path": str}."""
+    info = json.loads(lib().zero_engine_build_info().decode())
+    info["path"] = str(lib().path)
+    return info
+
+
+_warned_unoptimized = False
+
+
+def warn_if_unoptimized():
+    """Once per process: a library built without optimization (Bazel's
+    default) trains correctly but steps the optimizer about ten times
+    slower, which a user would otherwise only see as a slow run."""
+    global _warned_unoptimized
+    if _warned_unoptimized or os.environ.get("ZERO_ALLOW_UNOPTIMIZED"):
+        return
+    _warned_unoptimized = True
+    info = build_info()
+    if not info["optimized"]:
+        warnings.warn("%s was built without optimization (Bazel's default): correct, but its "
+                      "optimizer steps and copies run about ten times slower; build it with "
+                      "`bazel build -c opt //zero/capi:zero_engine` (ZERO_ALLOW_UNOPTIMIZED=1 "
+                      "silences this)" % info["path"], RuntimeWarning, stacklevel=3)
 
 
 def check(rc, what):

@@ -11,7 +11,7 @@ ZeroGrad. Stage 3 is _stage3.py."""
 import torch
 import torch.distributed as dist
 
-from . import _config
+from . import _config, _lib
 from ._engine import Engine
 from ._lib import ZeroError
 from ._order import device_of
@@ -304,6 +304,7 @@ def wrap(model, optimizer, config=None, group=None):
         raise ZeroError("this model is already wrapped by zero.wrap")
     if isinstance(optimizer, ZeroOptimizer):
         raise ZeroError("this optimizer is already wrapped by zero.wrap")
+    _lib.warn_if_unoptimized()
     state = _State(model, optimizer, config, group)
     for e in state.entries:
         e.param.register_post_accumulate_grad_hook(state.on_grad)

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
+# The suite runs the default (unoptimized) build on purpose: wrap's warning
+# about it is for users (test_build_info checks it with this unset).
+os.environ.setdefault("ZERO_ALLOW_UNOPTIMIZED", "1")
 
 
 def _free_port():

@@ -2,6 +2,7 @@
 process, no torch.distributed: a group of one)."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -216,3 +217,18 @@ def test_a_model_that_differs_across_processes():
         assert code == 3, (rank, err[-3000:])
         assert "the model differs across processes" in err, err[-3000:]
         assert "rank 0 has wpe (16, 32)" in err and "rank 1 has wpe (16, 48)" in err, err[-3000:]
+
+
+
+def test_build_info_and_the_unoptimized_warning(monkeypatch):
+    info = zero.build_info()
+    assert set(info) == {"optimized", "assertions", "path"}
+    assert isinstance(info["optimized"], bool) and info["path"].endswith(".so")
+    monkeypatch.delenv("ZERO_ALLOW_UNOPTIMIZED", raising=False)
+    monkeypatch.setattr(zero._lib, "_warned_unoptimized", False)
+    if not info["optimized"]:
+        with pytest.warns(RuntimeWarning, match="built without optimization.*-c opt"):
+            zero.wrap(*_model_and_adamw(), {})
+    with warnings.catch_warnings():  # optimized: never; unoptimized: once per process
+        warnings.simplefilter("error")
+        zero.wrap(*_model_and_adamw(), {})

@@ -106,6 +106,22 @@ extern "C" {
 
 const char* zero_engine_last_error(void) { return zero::capi::LastError().c_str(); }
 
+const char* zero_engine_build_info(void) {
+#ifdef __OPTIMIZE__
+#define ZERO_OPTIMIZED "true"
+#else
+#define ZERO_OPTIMIZED "false"
+#endif
+#ifdef NDEBUG
+#define ZERO_ASSERTIONS "false"
+#else
+#define ZERO_ASSERTIONS "true"
+#endif
+  return "{\"optimized\": " ZERO_OPTIMIZED ", \"assertions\": " ZERO_ASSERTIONS "}";
+#undef ZERO_OPTIMIZED
+#undef ZERO_ASSERTIONS
+}
+
 int zero_devices_create(zero_devices_t* devices, const char* spec) {
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(devices, "devices"));

@@ -32,6 +32,13 @@ typedef struct zero_engine* zero_engine_t;
  * thread's next call into the library. */
 const char* zero_engine_last_error(void);
 
+/* How this library was built, as JSON text (static, never freed):
+ * {"optimized": true|false, "assertions": true|false}. "optimized" is false
+ * for Bazel's default (fastbuild, -O0): correct, but its host-side
+ * optimizer and copies run about ten times slower, so benchmarks refuse it
+ * (`bazel build -c opt //zero/capi:zero_engine`). */
+const char* zero_engine_build_info(void);
+
 /* ---- Devices: memory/device_system.h ----
  * `spec` is "auto" (cards if present, else host devices), "cuda",
  * "host:2x1GiB", "meta:8x80GB"; NULL or "" reads $ZERO_DEVICES (else auto). */

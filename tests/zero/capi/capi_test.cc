@@ -279,5 +279,20 @@ TEST(CapiStreams, HostEngineHasNoNativeStream) {
   zero_devices_destroy(devices);
 }
 
+// The build info says how this very code was compiled (the test and the
+// library are built in one Bazel configuration).
+TEST(CapiBuild, InfoSaysWhetherTheCodeIsOptimized) {
+#ifdef __OPTIMIZE__
+  const std::string optimized = R"("optimized": true)";
+#else
+  const std::string optimized = R"("optimized": false)";
+#endif
+  const std::string info = zero_engine_build_info();
+  EXPECT_NE(info.find(optimized), std::string::npos) << info;
+  EXPECT_EQ(info.front(), '{');
+  EXPECT_EQ(info.back(), '}');
+  EXPECT_EQ(zero_engine_build_info(), zero_engine_build_info());  // static text
+}
+
 }  // namespace
 }  // namespace zero::testing_model
