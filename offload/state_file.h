@@ -114,6 +114,11 @@ class StateFile {
   // last]: where the most of its first chunks already are.
   size_t FirstBuffer(int range, size_t first, size_t last) const;
   void Remember(int range, size_t first, size_t last, size_t base, bool ok);
+  // fn over [lo, hi) of chunk `c` held in `buffer`, in blocks small enough
+  // to stay in cache, each block's CRC taken right after fn wrote it: the
+  // CRC-32C of the slot's bytes without another pass over memory.
+  absl::StatusOr<uint32_t> UpdateAndChecksum(const Chunk& c, size_t lo, size_t hi, void* buffer,
+                                             ChunkFn fn) const;
   absl::Status ZeroFill();
 
   const int planes_;

@@ -111,7 +111,7 @@ bool NvmeStore::written(uint64_t slot) const {
   return it != slots_.end() && it->second.crc.has_value();
 }
 
-absl::Status NvmeStore::Write(uint64_t slot, const void* data) {
+absl::Status NvmeStore::Write(uint64_t slot, const void* data, std::optional<uint32_t> given) {
   size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,7 +125,7 @@ absl::Status NvmeStore::Write(uint64_t slot, const void* data) {
     if (written.ok()) written = file_->WriteAt(slot, data, Padded(bytes));
     RETURN_IF_ERROR(Annotate(written, "writing " + Where(slot, bytes)));
   }
-  const uint32_t crc = file_.has_value() ? Crc32c(data, bytes) : 0;
+  const uint32_t crc = !file_.has_value() ? 0 : given.has_value() ? *given : Crc32c(data, bytes);
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Slot * s, Find(slot));
   s->crc = crc;

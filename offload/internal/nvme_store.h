@@ -69,7 +69,9 @@ class NvmeStore {
 
   // Writes the slot's `bytes` from `data` (aligned, Padded(bytes) readable;
   // the padding is written too). On error the slot holds nothing valid.
-  absl::Status Write(uint64_t slot, const void* data);
+  // `crc`: the caller's CRC-32C of those bytes, computed while they were
+  // still in cache (else the store reads them once more to compute it).
+  absl::Status Write(uint64_t slot, const void* data, std::optional<uint32_t> crc = std::nullopt);
   // Reads the slot into `data` (aligned, Padded(bytes) writable) and checks
   // it: FailedPrecondition if never written (or its last write failed),
   // DataLoss if the file was truncated or changed underneath.
