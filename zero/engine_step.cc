@@ -15,6 +15,9 @@ absl::Status Engine::Step() {
   if (absl::Status ready = reducer_->ReadyForStep(); !ready.ok()) return Fail(ready);
   // The reductions ran on the communication stream.
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
+  // One that failed after its call returned (NCCL, a host stream's callback)
+  // must not feed an update; UpdateUnit checks again once it has waited.
+  if (absl::Status s = ctx_->comm->AsyncError(); !s.ok()) return Fail(s);
   GradScale grad_scale{MeanGradScale()};
   if (ctx_->config.max_grad_norm > 0 || scaler_) {
     absl::StatusOr<GradScale> clipped = ClippedGradScale(grad_scale.value);
@@ -100,7 +103,10 @@ absl::Status Engine::UpdateUnit(int unit, GradScale grad_scale) {
       ctx_->mixed ? states_->master_data() + state_offset : reinterpret_cast<float*>(params);
   if (ctx_->has_bytes) {
     const bool on_card = ctx_->on_card();
-    if (!on_card) RETURN_IF_ERROR(ctx_->stream->Synchronize());
+    if (!on_card) {
+      RETURN_IF_ERROR(ctx_->stream->Synchronize());
+      RETURN_IF_ERROR(ctx_->comm->AsyncError());
+    }
     const size_t first = whole ? u.offset : ctx_->owned_offset(unit);
     RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, first, state_offset,
                                  ctx_->mixed ? params : nullptr, steps_, grad_scale, on_card));

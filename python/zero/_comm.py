@@ -79,9 +79,12 @@ class ProcessGroupCollectives:
     def _guard(self, fn):
         def call(*args):
             try:
-                # The engine's stream is synchronized before the call (user
-                # and stream are not needed); the result must be in place
-                # when it returns: on a card, torch's stream is waited for.
+                # On the communicator's thread, one call at a time in the
+                # engine's order, once the engine's stream reached the call
+                # (user and stream are not needed); the result must be in
+                # place when it returns: on a card, torch's stream is waited
+                # for. On host devices the engine goes on meanwhile (the
+                # gradients' reduce-scatters overlap backward).
                 fn(*args[:-2])
                 if self.device.type == "cuda":
                     torch.cuda.current_stream(self.device).synchronize()

@@ -1,6 +1,9 @@
 #include "zero/capi/callback_communicator.h"
 
+#include <future>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -112,11 +115,42 @@ absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const voi
     Abort(invalid);
     return invalid;
   }
-  if (stream != nullptr) {
+  // Host streams are executors the call thread can wait on by an event; a
+  // card's stream is waited for here, as the function runs torch's or
+  // NCCL's work that must not run inside a CUDA host callback.
+  const bool async = stream != nullptr && stream->native_handle() == nullptr;
+  std::shared_ptr<Event> ready;
+  if (async) {
+    absl::StatusOr<std::shared_ptr<Event>> recorded = stream->Record();
+    if (!recorded.ok()) return recorded.status();
+    ready = *std::move(recorded);
+  } else if (stream != nullptr) {
     if (absl::Status s = stream->Synchronize(); !s.ok()) return s;
   }
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::shared_future<absl::Status> result = done->get_future().share();
+  calls_.Post([this, call, send, recv, ready, done,
+               native = stream != nullptr ? stream->native_handle() : nullptr] {
+    done->set_value(Run(call, send, recv, ready, native));
+  });
+  if (!async) return result.get();
+  return stream->Enqueue([result] { result.wait(); });
+}
+
+absl::Status CallbackCommunicator::Run(const CollectiveCall& call, const void* send, void* recv,
+                                       const std::shared_ptr<Event>& ready, void* stream) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failed_.ok()) return failed_;  // peers are told by the abort, not by more calls
+  }
+  if (ready != nullptr) {
+    if (absl::Status s = ready->Synchronize(); !s.ok()) {
+      Abort(s);
+      return s;
+    }
+  }
   callback_error.clear();
-  const int code = Call(call, send, recv, stream ? stream->native_handle() : nullptr);
+  const int code = Call(call, send, recv, stream);
   if (code == 0) return absl::OkStatus();
   const absl::Status failed = absl::InternalError(absl::StrFormat(
       "rank %d: the %s callback failed (code %d)%s%s", rank_, call.ToString(), code,

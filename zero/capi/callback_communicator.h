@@ -2,19 +2,28 @@
 // (zero_collectives in zero_engine.h): how the engine runs over a process
 // group the program already has, e.g. torch.distributed from Python.
 //
-// Stream semantics: a call first waits for the work on `stream`, then calls
-// the function on the calling thread, which must return with recv holding
-// the result (a synchronous collective). A non-zero return becomes an error
-// (Internal, with the text the function left through SetCallbackError) and
-// fails this communicator: later calls fail fast. Peers learn of it only
-// through their own process group (its timeout, or the abort callback).
-// Driven by one thread at a time, as every Communicator.
+// The functions run on the communicator's own thread, one at a time, in
+// the order the calls were made (a process group needs one order on every
+// rank); each must return with recv holding the result. A call on a host
+// device's stream returns at once: its function runs after the stream's
+// earlier work, and the stream's later work waits for it, so the caller
+// goes on meanwhile (backward, with the gradients' reduce-scatters; as the
+// local backend and NCCL do). A call on a card's stream waits for the
+// stream, then for the function (the function orders its own stream); a
+// call without a stream waits for the function.
+// A non-zero return becomes an error (Internal, with the text the function
+// left through SetCallbackError) and fails this communicator: later calls
+// fail fast, and an asynchronous call's failure is AsyncError's. Peers learn
+// of it only through their own process group (its timeout, or the abort
+// callback). Driven by one thread at a time, as every Communicator.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "zero/capi/call_thread.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/comm/communicator.h"
 
@@ -42,11 +51,16 @@ class CallbackCommunicator : public Communicator {
       : rank_(rank), world_size_(world_size), fns_(fns) {}
   // Calls the function for `call`; its return code.
   int Call(const CollectiveCall& call, const void* send, void* recv, void* stream) const;
+  // On the call thread: after `ready` (if any), the function, its failure
+  // recorded.
+  absl::Status Run(const CollectiveCall& call, const void* send, void* recv,
+                   const std::shared_ptr<Event>& ready, void* stream);
 
   const int rank_, world_size_;
   const zero_collectives fns_;
   mutable std::mutex mu_;
   absl::Status failed_;  // guarded by mu_: the first failure, then every call's
+  CallThread calls_;     // last: joined before the rest goes
 };
 
 // For a callback about to return non-zero: the text of its error (kept per

@@ -61,8 +61,13 @@ int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_se
  * are per rank, as in NCCL; in place is NCCL's (all-gather send == recv +
  * rank * count, reduce-scatter recv == send + rank * count). `stream` is the
  * engine's stream (a cudaStream_t on cards, NULL on host devices), already
- * synchronized. `abort` (may be NULL) is called when this rank fails, so the
- * caller can bring its peers down instead of letting them wait. */
+ * synchronized. They are called on the communicator's own thread, one at a
+ * time, in the order the engine issued them (the same on every rank); on
+ * host devices the engine goes on meanwhile (the gradients' reductions
+ * overlap backward), so the caller's thread must not hold a lock they
+ * need while it waits on the engine. `abort` (may be NULL) is called when
+ * this rank fails, so the caller can bring its peers down instead of
+ * letting them wait. */
 typedef struct zero_collectives {
   int (*all_gather)(const void* send, void* recv, size_t count, int dtype, void* user,
                     void* stream);

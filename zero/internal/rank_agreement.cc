@@ -20,6 +20,8 @@ absl::Status CheckAgreement(const RankContext& ctx, uint64_t mine, const std::st
   RETURN_IF_ERROR(ctx.comm->AllGather(slot, all.data(), 2, DType::kF32, ctx.stream));
   RETURN_IF_ERROR(ctx.stream->Copy(host.data(), all.data(), n * sizeof(uint64_t)));
   RETURN_IF_ERROR(ctx.stream->Synchronize());
+  // A gather that failed after its call returned left `host` unwritten.
+  RETURN_IF_ERROR(ctx.comm->AsyncError());
   std::vector<std::string> differ;
   for (int r = 1; r < n; ++r) {
     if (host[r] != host[0]) differ.push_back(absl::StrFormat("%d", r));

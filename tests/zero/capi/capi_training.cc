@@ -63,6 +63,9 @@ int ReadParams(const Model& model, zero_engine_t engine, ParamSet& out) {
   out.assign(model.params().size(), {});
   for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
     if (int rc = zero_engine_fetch(engine, m)) return rc;
+    // The header's contract on host devices: the host waits for the engine
+    // after fetch (the gathers may still run on its streams).
+    if (int rc = zero_engine_synchronize(engine)) return rc;
     for (size_t id = 0; id < out.size(); ++id) {
       if (model.params()[id].module != m) continue;
       void* data;
@@ -95,7 +98,10 @@ absl::Status Train(const Model& model, const CapiRun& capi, zero_engine_t engine
     return wide[id];
   };
   Hooks hooks;
-  hooks.pre_forward = hooks.pre_backward = [&](int m) { return check(zero_engine_fetch(engine, m)); };
+  hooks.pre_forward = hooks.pre_backward = [&](int m) {
+    if (absl::Status s = check(zero_engine_fetch(engine, m)); !s.ok()) return s;
+    return check(zero_engine_synchronize(engine));  // before the model reads the parameters
+  };
   hooks.post_forward = hooks.post_backward = [&](int m) {
     return check(zero_engine_release(engine, m));
   };
@@ -116,6 +122,7 @@ absl::Status Train(const Model& model, const CapiRun& capi, zero_engine_t engine
       if (!loss.ok()) return loss.status();
     }
     if (absl::Status s = check(zero_engine_step(engine)); !s.ok()) return s;
+    if (absl::Status s = check(zero_engine_synchronize(engine)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
