@@ -205,7 +205,9 @@ absl::StatusOr<uint32_t> StateFile::UpdateAndChecksum(const Chunk& c, size_t lo,
   extend(hi, c.first + c.count);
   // The slot holds the planes one after another.
   uint32_t slot_crc = crc[0];
-  for (int p = 1; p < planes_; ++p) slot_crc = Crc32cCombine(slot_crc, crc[p], c.count * sizeof(float));
+  for (int p = 1; p < planes_; ++p) {
+    slot_crc = Crc32cCombine(slot_crc, crc[p], c.count * sizeof(float));
+  }
   return slot_crc;
 }
 

@@ -131,14 +131,15 @@ absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const voi
   std::shared_future<absl::Status> result = done->get_future().share();
   calls_.Post([this, call, send, recv, ready, done,
                native = stream != nullptr ? stream->native_handle() : nullptr] {
-    done->set_value(Run(call, send, recv, ready, native));
+    done->set_value(RunCall(call, send, recv, ready, native));
   });
   if (!async) return result.get();
   return stream->Enqueue([result] { result.wait(); });
 }
 
-absl::Status CallbackCommunicator::Run(const CollectiveCall& call, const void* send, void* recv,
-                                       const std::shared_ptr<Event>& ready, void* stream) {
+absl::Status CallbackCommunicator::RunCall(const CollectiveCall& call, const void* send,
+                                           void* recv, const std::shared_ptr<Event>& ready,
+                                           void* stream) {
   {
     std::lock_guard lock(mu_);
     if (!failed_.ok()) return failed_;  // peers are told by the abort, not by more calls

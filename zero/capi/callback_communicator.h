@@ -53,8 +53,8 @@ class CallbackCommunicator : public Communicator {
   int Call(const CollectiveCall& call, const void* send, void* recv, void* stream) const;
   // On the call thread: after `ready` (if any), the function, its failure
   // recorded.
-  absl::Status Run(const CollectiveCall& call, const void* send, void* recv,
-                   const std::shared_ptr<Event>& ready, void* stream);
+  absl::Status RunCall(const CollectiveCall& call, const void* send, void* recv,
+                       const std::shared_ptr<Event>& ready, void* stream);
 
   const int rank_, world_size_;
   const zero_collectives fns_;
