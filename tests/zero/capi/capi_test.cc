@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/zero/capi/capi_training.h"
@@ -249,6 +250,51 @@ TEST(CapiErrors, BadInputIsNamed) {
   EXPECT_NE(json.find("\"shard_numel\":"), std::string::npos) << json;
   EXPECT_EQ(zero_engine_destroy(engine), 0);
   EXPECT_EQ(zero_engine_destroy(nullptr), 0);
+  zero_comm_destroy(comm);
+  zero_devices_destroy(devices);
+}
+
+// A reduce-scatter that fails after add_grad returned (it runs on the
+// communicator's thread, behind the engine's stream): Step refuses with
+// that failure and changes no parameter.
+TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
+  zero_collectives fns{};
+  fns.all_gather = [](const void* send, void* recv, size_t n, int, void*, void*) {
+    for (int r = 0; r < 2; ++r) std::memcpy(static_cast<char*>(recv) + r * n * 4, send, n * 4);
+    return 0;  // both ranks hold what this one holds: they agree
+  };
+  fns.reduce_scatter = [](const void*, void*, size_t, int, int, void*, void*) {
+    zero_comm_set_error("the process group is gone");
+    return 5;
+  };
+  fns.all_reduce = fns.reduce_scatter;
+  fns.broadcast = [](const void*, void*, size_t, int, int, void*, void*) { return 0; };
+  fns.barrier = [](void*, void*) { return 0; };
+  zero_comm_t comm = nullptr;
+  ASSERT_EQ(zero_comm_create(&comm, 0, 2, &fns), 0);
+  zero_devices_t devices = nullptr;
+  ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
+  const zero_param_spec params[] = {{"w", 40, 0, 0}};
+  const std::string config = R"({"stage": 2, "optimizer": )" + std::string(kAdamW) + "}";
+  zero_engine_t engine = nullptr;
+  ASSERT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 0)
+      << zero_engine_last_error();
+  std::vector<float> start(40, 0.5f), grad(40, 1.0f);
+  ASSERT_EQ(zero_engine_set_param(engine, 0, start.data(), 40), 0);
+  ASSERT_EQ(zero_engine_add_grad(engine, 0, grad.data(), 40, ZERO_F32), 0)
+      << "the reduction runs after add_grad returns";
+  EXPECT_EQ(zero_engine_step(engine), 13);
+  const std::string error = zero_engine_last_error();
+  EXPECT_NE(error.find("ReduceScatter"), std::string::npos) << error;
+  EXPECT_NE(error.find("the process group is gone"), std::string::npos) << error;
+  ASSERT_EQ(zero_engine_synchronize(engine), 0);
+  void* data = nullptr;
+  size_t numel = 0;
+  int dtype = 0;
+  ASSERT_EQ(zero_engine_param(engine, 0, &data, &numel, &dtype), 0) << zero_engine_last_error();
+  ASSERT_EQ(numel, 40u);
+  EXPECT_EQ(std::memcmp(data, start.data(), 40 * sizeof(float)), 0) << "a parameter was updated";
+  zero_engine_destroy(engine);
   zero_comm_destroy(comm);
   zero_devices_destroy(devices);
 }
