@@ -22,7 +22,9 @@
 # clang build); the checkpoint and footprint-CLI fuzzers link the whole
 # engine, a further 4-6 minutes of sanitizer build on 2 cores, so they run
 # with ZERO_FUZZ_TARGETS=all or bench/fuzz.sh (their seeds and findings
-# are replayed by the normal build's corpus tests either way).
+# are replayed by the normal build's corpus tests either way). Last, clang's
+# thread-safety analysis of the lock annotations (bench/thread_safety.sh,
+# about half a minute; ZERO_SKIP_THREAD_SAFETY skips it) counts once.
 # Last line printed: "N passed, N failed, N skipped". Exits non-zero if
 # anything failed, nothing passed, or bazel itself failed.
 set -uo pipefail
@@ -129,6 +131,14 @@ if ((whole_suite)) && [[ -z ${ZERO_SKIP_FUZZ:-} ]]; then
     echo "fuzz: no result line"
     ((++failed))
   fi
+fi
+
+# bench/thread_safety.sh (clang's lock analysis over the sources that use
+# base/mutex.h) counts once; its closing line: "thread-safety: N passed, N failed".
+if ((whole_suite)) && [[ -z ${ZERO_SKIP_THREAD_SAFETY:-} ]]; then
+  bash bench/thread_safety.sh 2>&1 | tee "$log"
+  line=$(grep -E '^thread-safety: [0-9]+ passed, 0 failed' "$log" | tail -1)
+  if [[ -n $line ]]; then ((++passed)); else echo "thread-safety: failed"; ((++failed)); fi
 fi
 
 ((${#flaky[@]})) && echo "flaky (failed, then passed on a retry; counted as failed): ${flaky[*]}"

@@ -34,7 +34,7 @@ absl::Status CachingPool::CheckRequest(size_t bytes, size_t alignment) const {
 absl::StatusOr<void*> CachingPool::DoAllocate(size_t bytes, size_t alignment, Tag tag,
                                               Stream* stream) {
   stream = Resolve(stream);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   absl::Status valid = CheckRequest(bytes, alignment);
   if (valid.ok()) valid = CheckStream(stream, "allocation");
   if (!valid.ok()) return Rejected(valid);
@@ -86,7 +86,7 @@ void CachingPool::Released(uintptr_t addr, size_t bytes) {
 
 absl::Status CachingPool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
   stream = Resolve(stream);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (absl::Status owned = CheckOwned(ptr); !owned.ok()) return Rejected(owned);
   absl::StatusOr<BlockMap::iterator> found =
       blocks_.FindAllocated(reinterpret_cast<uintptr_t>(ptr), bytes);
@@ -106,7 +106,7 @@ absl::Status CachingPool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) 
 
 absl::Status CachingPool::RecordStream(void* ptr, Stream* stream) {
   stream = Resolve(stream);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = blocks_.blocks().find(reinterpret_cast<uintptr_t>(ptr));
   if (it == blocks_.blocks().end() || !it->second.allocated) {
     return Rejected(absl::NotFoundError(
@@ -118,7 +118,7 @@ absl::Status CachingPool::RecordStream(void* ptr, Stream* stream) {
 }
 
 absl::StatusOr<size_t> CachingPool::Trim() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return TrimLocked();
 }
 
@@ -149,17 +149,17 @@ absl::Status CachingPool::Rejected(absl::Status status) {
 }
 
 PoolStats CachingPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return Reported(stats_, blocks_.largest_free());
 }
 
 void CachingPool::ResetPeaks() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   zero::ResetPeaks(stats_);
 }
 
 std::vector<SegmentInfo> CachingPool::Segments() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<SegmentInfo> segments;
   uint32_t segment = 0;
   for (const auto& [addr, block] : blocks_.blocks()) {

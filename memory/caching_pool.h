@@ -37,12 +37,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "memory/internal/block_set.h"
 #include "memory/pool_stats.h"
 #include "memory/resource.h"
@@ -121,26 +121,28 @@ class CachingPool : public MemoryResource {
   // A free block of at least `size` bytes at `alignment`: map or add memory
   // (through AddMapped). ResourceExhausted when there is no room; the pool
   // then trims and asks once more.
-  virtual absl::StatusOr<BlockMap::iterator> Grow(size_t size, size_t alignment) = 0;
+  virtual absl::StatusOr<BlockMap::iterator> Grow(size_t size, size_t alignment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
   // Gives back what it can of the free blocks (through Released).
-  virtual absl::StatusOr<size_t> TrimLocked() = 0;
+  virtual absl::StatusOr<size_t> TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
   // Appended to the reserved bytes in an out-of-memory report.
   virtual std::string ReservedDetail() const { return ""; }
 
   // --- For subclasses, under mu_. ---
   // Books `bytes` of new memory at `addr` as a free block of `segment`,
   // coalesced with free neighbours of the same segment.
-  BlockMap::iterator AddMapped(uintptr_t addr, size_t bytes, uint32_t segment = 0);
+  BlockMap::iterator AddMapped(uintptr_t addr, size_t bytes, uint32_t segment = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Books `bytes` at `addr` as given back (the subclass removed the blocks).
-  void Released(uintptr_t addr, size_t bytes);
+  void Released(uintptr_t addr, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for every stream that used any block (before teardown).
-  void SynchronizeAll();
+  void SynchronizeAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
   const size_t capacity_;
   const size_t max_alignment_;
   const CachingPoolOptions options_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   BlockSet blocks_ ABSL_GUARDED_BY(mu_);  // every byte the pool holds is in one block
   PoolStats stats_ ABSL_GUARDED_BY(mu_);
   Timeline timeline_;

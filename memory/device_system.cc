@@ -226,7 +226,7 @@ DeviceSystem::~DeviceSystem() {
   // Pools first (they unmap, syncing streams), then streams, then the space.
   pools_.clear();
   {
-    std::lock_guard<std::mutex> lock(streams_mu_);
+    MutexLock lock(streams_mu_);
     streams_.clear();
   }
   default_streams_.clear();
@@ -239,7 +239,7 @@ absl::StatusOr<Stream*> DeviceSystem::CreateStream(int device) {
         "no device %d (there are %d)", device, device_count()));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend_->CreateStream(device));
-  std::lock_guard<std::mutex> lock(streams_mu_);
+  MutexLock lock(streams_mu_);
   streams_.push_back(std::move(stream));
   return streams_.back().get();
 }
@@ -249,7 +249,7 @@ absl::StatusOr<Stream*> DeviceSystem::WrapNativeStream(int device, void* native)
     return absl::InvalidArgumentError(absl::StrFormat(
         "no device %d (there are %d)", device, device_count()));
   }
-  std::lock_guard<std::mutex> lock(streams_mu_);
+  MutexLock lock(streams_mu_);
   auto [it, inserted] = wrapped_.try_emplace({device, native}, nullptr);
   if (!inserted) return it->second;
   absl::StatusOr<std::unique_ptr<Stream>> stream = backend_->WrapNativeStream(device, native);

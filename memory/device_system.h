@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include <mutex>
+#include "base/mutex.h"
 #include "memory/backend.h"
 #include "memory/pool.h"
 #include "memory/stream_delay.h"
@@ -93,7 +93,7 @@ class DeviceSystem {
   std::unique_ptr<UvaSpace> space_;
   std::vector<std::unique_ptr<Stream>> default_streams_;
   std::vector<std::unique_ptr<DevicePool>> pools_;
-  std::mutex streams_mu_;
+  Mutex streams_mu_;
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   std::map<std::pair<int, void*>, Stream*> wrapped_ ABSL_GUARDED_BY(streams_mu_);
 };

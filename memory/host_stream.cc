@@ -28,7 +28,7 @@ void HostProgress::Advance() {
   {
     // Under the lock, so a waiter between its check and its sleep cannot
     // miss the notification.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     done_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
@@ -36,8 +36,8 @@ void HostProgress::Advance() {
 
 void HostProgress::WaitFor(uint64_t ticket) const {
   if (done() >= ticket) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done() >= ticket; });
+  MutexLock lock(mu_);
+  lock.Await(cv_, [&] { return done() >= ticket; });
 }
 
 absl::Status HostEvent::Synchronize() const {
@@ -53,7 +53,7 @@ HostStream::HostStream(int device, HostStreamOptions options, int index)
 
 HostStream::~HostStream() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_one();
@@ -64,8 +64,10 @@ void HostStream::Run() {
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+      MutexLock lock(mu_);
+      lock.Await(cv_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -79,7 +81,7 @@ void HostStream::Run() {
 
 absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
     queue_.push_back(std::move(fn));
     enqueued_.fetch_add(1, std::memory_order_release);
@@ -111,7 +113,7 @@ absl::Status HostStream::CopyFromPageable(void* dst, const void* src, size_t byt
 // The smallest idle buffer that fits, else a new one.
 HostStream::Staging HostStream::TakeStaging(size_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(staging_mu_);
+    MutexLock lock(staging_mu_);
     auto best = staging_.end();
     for (auto it = staging_.begin(); it != staging_.end(); ++it) {
       if (it->capacity >= bytes && (best == staging_.end() || it->capacity < best->capacity)) {
@@ -130,7 +132,7 @@ HostStream::Staging HostStream::TakeStaging(size_t bytes) {
 // Kept for the next copy unless kMaxIdleStaging buffers already wait; then
 // the smallest goes.
 void HostStream::ReturnStaging(Staging staging) {
-  std::lock_guard<std::mutex> lock(staging_mu_);
+  MutexLock lock(staging_mu_);
   staging_.push_back(std::move(staging));
   if (staging_.size() > kMaxIdleStaging) {
     auto smallest = std::min_element(
@@ -148,7 +150,7 @@ absl::StatusOr<std::shared_ptr<Event>> HostStream::Record() {
   // Everything enqueued before this call is done: nothing to mark. (Work
   // enqueued concurrently is not "before" it.)
   if (progress_->done() >= enqueued_.load(std::memory_order_acquire)) return Completed();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   absl::StatusOr<std::shared_ptr<HostEvent>> event = events_.Acquire(
       [this]() -> absl::StatusOr<std::shared_ptr<HostEvent>> {
         return std::make_shared<HostEvent>(progress_);
@@ -171,7 +173,7 @@ absl::Status HostStream::Synchronize() {
 }
 
 size_t HostStream::events_created() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return events_.created();
 }
 

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "memory/event_pool.h"
 #include "memory/stream.h"
 #include "memory/stream_delay.h"
@@ -33,7 +33,7 @@ class HostProgress {
   void WaitFor(uint64_t ticket) const;
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;
   std::atomic<uint64_t> done_{0};
 };
@@ -94,7 +94,7 @@ class HostStream final : public Stream {
   const bool delayed_;
   DelaySequence delays_;  // drawn by the worker only
   const std::shared_ptr<HostProgress> progress_ = std::make_shared<HostProgress>();
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   // Tasks enqueued so far; written under mu_, read without it by Record's
@@ -102,7 +102,7 @@ class HostStream final : public Stream {
   std::atomic<uint64_t> enqueued_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   EventPool<HostEvent> events_ ABSL_GUARDED_BY(mu_);
-  std::mutex staging_mu_;
+  Mutex staging_mu_;
   std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);
   std::thread worker_;  // last: starts once the rest is built
 };

@@ -6,7 +6,7 @@
 namespace zero {
 
 size_t LimitingAdaptor::used() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return used_;
 }
 
@@ -14,7 +14,7 @@ absl::StatusOr<void*> LimitingAdaptor::DoAllocate(size_t bytes, size_t alignment
                                                   Stream* stream) {
   {
     // Reserve first so two threads cannot both slip under the cap.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (bytes > limit_ - used_) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "limit of %s reached: %s in use, %s requested for %s", FormatBytes(limit_),
@@ -24,7 +24,7 @@ absl::StatusOr<void*> LimitingAdaptor::DoAllocate(size_t bytes, size_t alignment
   }
   absl::StatusOr<void*> ptr = upstream_->Allocate(bytes, tag, stream, alignment);
   if (!ptr.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     used_ -= bytes;
   }
   return ptr;
@@ -33,7 +33,7 @@ absl::StatusOr<void*> LimitingAdaptor::DoAllocate(size_t bytes, size_t alignment
 absl::Status LimitingAdaptor::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
   absl::Status status = upstream_->Deallocate(ptr, bytes, stream);
   if (status.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     used_ -= bytes;
   }
   return status;

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include <mutex>
+#include "base/mutex.h"
 #include "memory/resource.h"
 
 namespace zero {
@@ -24,7 +24,7 @@ class LimitingAdaptor final : public MemoryResource {
  private:
   MemoryResource* const upstream_;
   const size_t limit_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

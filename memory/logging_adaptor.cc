@@ -10,7 +10,7 @@ namespace zero {
 
 LoggingAdaptor::LoggingAdaptor(MemoryResource* upstream, std::ostream* out)
     : upstream_(upstream), out_(out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   *out_ << "thread,time_ns,action,pointer,size,tag,stream,status\n";
 }
 
@@ -25,7 +25,7 @@ void LoggingAdaptor::Log(const char* action, const void* ptr, size_t bytes,
   std::string line = absl::StrFormat("%x,%d,%s,%p,%d,%s,%p,\"%s\"\n", thread, now, action, ptr,
                                      bytes, std::string(tag), stream,
                                      status.ok() ? "OK" : std::string(status.message()));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   *out_ << line;
 }
 

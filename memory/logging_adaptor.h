@@ -5,7 +5,7 @@
 
 #include <ostream>
 
-#include <mutex>
+#include "base/mutex.h"
 #include "memory/resource.h"
 
 namespace zero {
@@ -25,7 +25,7 @@ class LoggingAdaptor final : public MemoryResource {
            const Stream* stream, const absl::Status& status);
 
   MemoryResource* const upstream_;
-  std::mutex mu_;
+  Mutex mu_;
   std::ostream* const out_ ABSL_PT_GUARDED_BY(mu_);
 };
 

@@ -18,7 +18,7 @@ DevicePool::DevicePool(int device, UvaSpace* space, Stream* default_stream, Pool
 }
 
 DevicePool::~DevicePool() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SynchronizeAll();
   // Unmap each maximal mapped run in one call.
   const BlockMap& blocks = blocks_.blocks();

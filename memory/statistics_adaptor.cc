@@ -6,7 +6,7 @@ absl::StatusOr<void*> StatisticsAdaptor::DoAllocate(size_t bytes, size_t alignme
                                                     Stream* stream) {
   absl::StatusOr<void*> ptr = upstream_->Allocate(bytes, tag, stream, alignment);
   if (ptr.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stats_.bytes.Add(static_cast<int64_t>(bytes));
     stats_.allocations.Add(1);
     stats_.tag_bytes[static_cast<int>(tag)].Add(static_cast<int64_t>(bytes));
@@ -18,7 +18,7 @@ absl::StatusOr<void*> StatisticsAdaptor::DoAllocate(size_t bytes, size_t alignme
 absl::Status StatisticsAdaptor::DoDeallocate(void* ptr, size_t bytes, Stream* stream) {
   absl::Status status = upstream_->Deallocate(ptr, bytes, stream);
   if (status.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stats_.bytes.Add(-static_cast<int64_t>(bytes));
     stats_.allocations.Add(-1);
     if (auto it = tags_.find(ptr); it != tags_.end()) {
@@ -30,7 +30,7 @@ absl::Status StatisticsAdaptor::DoDeallocate(void* ptr, size_t bytes, Stream* st
 }
 
 ResourceStatistics StatisticsAdaptor::statistics() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 

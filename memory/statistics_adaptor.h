@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
-#include <mutex>
+#include "base/mutex.h"
 #include "memory/resource.h"
 
 namespace zero {
@@ -39,7 +39,7 @@ class StatisticsAdaptor final : public MemoryResource {
 
  private:
   MemoryResource* const upstream_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   ResourceStatistics stats_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<void*, Tag> tags_ ABSL_GUARDED_BY(mu_);  // frees carry no tag
 };

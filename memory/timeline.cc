@@ -33,7 +33,7 @@ void Timeline::Add(TraceAction action, int device, uintptr_t address, size_t siz
                    const void* stream) {
   if (limit_ == 0) return;
   TraceEvent event{NowNs() - start_ns_, action, device, address, size, tag, stream};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (events_.size() == limit_) {
     events_.pop_front();
     ++dropped_;
@@ -42,12 +42,12 @@ void Timeline::Add(TraceAction action, int device, uintptr_t address, size_t siz
 }
 
 std::vector<TraceEvent> Timeline::events() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return {events_.begin(), events_.end()};
 }
 
 uint64_t Timeline::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 

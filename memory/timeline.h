@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include <mutex>
+#include "base/mutex.h"
 #include "memory/tag.h"
 
 namespace zero {
@@ -46,7 +46,7 @@ class Timeline {
  private:
   const size_t limit_;
   const int64_t start_ns_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::deque<TraceEvent> events_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -57,7 +57,7 @@ PinnedHostPool::PinnedHostPool(std::unique_ptr<ArenaSource> source, size_t capac
       arena_bytes_(options.arena_bytes) {}
 
 PinnedHostPool::~PinnedHostPool() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SynchronizeAll();
   for (const auto& [segment, arena] : arenas_) {
     source_->Free(reinterpret_cast<void*>(arena.base), arena.bytes);

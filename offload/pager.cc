@@ -90,7 +90,7 @@ Pager::Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream
 }
 
 Pager::~Pager() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   (void)in_->Synchronize();
   (void)out_->Synchronize();
   for (auto& [id, t] : tensors_) {
@@ -118,7 +118,7 @@ absl::Status Pager::CheckNotHeld(const Tensor& t, absl::string_view verb) const 
 }
 
 absl::StatusOr<TensorHandle> Pager::Register(size_t bytes, Tag tag, std::string name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (bytes == 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("pager: tensor '%s' has zero bytes", name));
@@ -152,7 +152,7 @@ absl::StatusOr<TensorHandle> Pager::Register(size_t bytes, Tag tag, std::string 
 }
 
 absl::Status Pager::Unregister(TensorHandle handle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   RETURN_IF_ERROR(CheckNotHeld(*t, "unregister"));
   // Both blocks are freed on the page-out stream once it has waited for
@@ -183,7 +183,7 @@ absl::StatusOr<Pager::Pin> Pager::Acquire(TensorHandle handle, Stream* stream, A
   void* data = nullptr;
   size_t bytes = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ASSIGN_OR_RETURN(Tensor* t, Find(handle));
     if (t->device == nullptr) RETURN_IF_ERROR(PageInLocked(*t, 0));
     if (t->holds++ == 0) stats_.held_bytes += t->bytes;
@@ -218,7 +218,7 @@ absl::Status Pager::Release(TensorHandle handle, Stream* stream) {
     if (event.ok()) used = *std::move(event);
     else status = stream->Synchronize();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = tensors_.find(handle.id);
   if (it == tensors_.end()) {
     return absl::InternalError("pager: released a tensor that is not registered");
@@ -231,7 +231,7 @@ absl::Status Pager::Release(TensorHandle handle, Stream* stream) {
 }
 
 absl::Status Pager::PageIn(TensorHandle handle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   if (t->device != nullptr) return absl::OkStatus();
   return PageInLocked(*t, 0);
@@ -243,7 +243,7 @@ absl::Status Pager::PageOut(TensorHandle handle, Residency to) {
         "pager: cannot page out to %s%s", std::string(ResidencyName(to)),
         to == Residency::kNvme ? " (this pager has no NVMe folder)" : ""));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   RETURN_IF_ERROR(CheckNotHeld(*t, "page out"));
   if (t->device != nullptr) RETURN_IF_ERROR(PageOutLocked(*t));
@@ -252,7 +252,7 @@ absl::Status Pager::PageOut(TensorHandle handle, Residency to) {
 }
 
 absl::StatusOr<int> Pager::Prefetch(int n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (n <= 0 || forecast_.empty()) return 0;
   int started = 0;
   for (uint64_t id : forecast_.Upcoming(position_, n)) {
@@ -270,7 +270,7 @@ absl::StatusOr<int> Pager::Prefetch(int n) {
 }
 
 absl::Status Pager::BeginStep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (in_step_) return absl::FailedPreconditionError("pager: BeginStep inside a step");
   in_step_ = true;
   recording_.clear();
@@ -279,7 +279,7 @@ absl::Status Pager::BeginStep() {
 }
 
 absl::Status Pager::EndStep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!in_step_) return absl::FailedPreconditionError("pager: EndStep without BeginStep");
   in_step_ = false;
   forecast_ = AccessOrder(std::move(recording_));
@@ -288,7 +288,7 @@ absl::Status Pager::EndStep() {
 }
 
 absl::Status Pager::SetBudget(size_t budget_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (budget_bytes == 0) {
     return absl::InvalidArgumentError("pager: the device budget must be more than zero bytes");
   }
@@ -305,7 +305,7 @@ absl::Status Pager::SetBudget(size_t budget_bytes) {
 }
 
 absl::StatusOr<Residency> Pager::residency(TensorHandle handle) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = tensors_.find(handle.id);
   if (it == tensors_.end()) {
     return absl::NotFoundError(
@@ -335,7 +335,7 @@ void Pager::Recount(const Tensor& t, Residency from) {
 }
 
 PagerStats Pager::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   PagerStats stats = stats_;
   if (nvme_ != nullptr) {
     const NvmeStoreStats file = nvme_->stats();
@@ -361,10 +361,13 @@ size_t Pager::NextUse(uint64_t id) const { return forecast_.NextUse(id, position
 // forecast, go to the least recently used. Linear in the tensors: eviction is
 // rare next to the copy it causes.
 Pager::Tensor* Pager::PickVictim(size_t min_next_use) {
-  return PickFurthest(min_next_use, [this](uint64_t id, const Tensor& t) -> std::optional<size_t> {
+  // Called by PickFurthest, under mu_ as this is.
+  auto next_use = [this](uint64_t id, const Tensor& t)
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<size_t> {
     if (t.device == nullptr || t.holds > 0) return std::nullopt;
     return NextUse(id);
-  });
+  };
+  return PickFurthest(min_next_use, next_use);
 }
 
 Pager::Tensor* Pager::PickFurthest(size_t min_next_use, NextUseFn next_use) {

@@ -32,7 +32,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/mutex.h"
 #include "memory/device_system.h"
 #include "memory/stream.h"
 #include "memory/tag.h"
@@ -237,7 +237,7 @@ class Pager {
   const std::unique_ptr<NvmeStore> nvme_;  // null: no NVMe tier
   const size_t host_budget_;               // NVMe tier: staging bytes
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);  // ordered: deterministic ties
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;  // LRU time, ticks on acquire and release

@@ -1,4 +1,5 @@
 #include "optimizers/parallel.h"
+#include "base/mutex.h"
 
 #include <sched.h>
 
@@ -18,8 +19,8 @@ size_t ChunkSize(size_t n, size_t threads, const ChunkPolicy& policy) {
 }
 
 struct GlobalPool {
-  std::mutex mu;
-  std::shared_ptr<ThreadPool> pool;
+  Mutex mu;
+  std::shared_ptr<ThreadPool> pool ABSL_GUARDED_BY(mu);
 };
 
 GlobalPool& Global() {
@@ -29,7 +30,7 @@ GlobalPool& Global() {
 
 std::shared_ptr<ThreadPool> CurrentPool() {
   GlobalPool& g = Global();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   if (g.pool == nullptr) g.pool = std::make_shared<ThreadPool>(AvailableCpus());
   return g.pool;
 }
@@ -44,7 +45,7 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -68,10 +69,10 @@ void ThreadPool::ParallelFor(size_t n, RangeFunction fn, ChunkPolicy policy) {
     fn(0, n);
     return;
   }
-  std::lock_guard<std::mutex> run_lock(run_mu_);
+  MutexLock run_lock(run_mu_);
   const Job job{&fn, n, chunk, chunks, std::min(workers_.size(), chunks - 1)};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     job_ = job;
     next_chunk_.store(0, std::memory_order_relaxed);  // the mutex publishes it
     busy_helpers_ = job.helpers;
@@ -80,8 +81,8 @@ void ThreadPool::ParallelFor(size_t n, RangeFunction fn, ChunkPolicy policy) {
   wake_.notify_all();
   Drain(job);
   // Helpers still hold `job` (and fn) until they report back.
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [this] { return busy_helpers_ == 0; });
+  MutexLock lock(mu_);
+  lock.Await(done_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return busy_helpers_ == 0; });
 }
 
 void ThreadPool::WorkerLoop(size_t index) {
@@ -89,15 +90,17 @@ void ThreadPool::WorkerLoop(size_t index) {
   for (;;) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      MutexLock lock(mu_);
+      lock.Await(wake_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || generation_ != seen;
+      });
       if (stop_) return;
       seen = generation_;
       job = job_;
     }
     if (index > job.helpers) continue;  // a small job: this worker sits it out
     Drain(job);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (--busy_helpers_ == 0) done_.notify_one();
   }
 }
@@ -115,7 +118,7 @@ void ParallelFor(size_t n, RangeFunction fn, ChunkPolicy policy) {
 void SetNumThreads(int n) {
   auto pool = std::make_shared<ThreadPool>(n <= 0 ? AvailableCpus() : n);
   GlobalPool& g = Global();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   g.pool.swap(pool);
   // The old pool dies after the lock is released, or later with its last user.
 }

@@ -9,11 +9,11 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "base/mutex.h"
 
 namespace zero {
 
@@ -50,14 +50,15 @@ class ThreadPool {
   void WorkerLoop(size_t index);
   void Drain(const Job& job);  // runs chunks until none are left
 
-  std::mutex run_mu_;  // one job at a time
-  std::mutex mu_;      // guards the fields below
+  Mutex run_mu_;  // one job at a time
+  Mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  Job job_;
-  uint64_t generation_ = 0;
-  size_t busy_helpers_ = 0;  // the job ends when this reaches 0 and the caller is done
-  bool stop_ = false;
+  Job job_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // The job ends when this reaches 0 and the caller is done.
+  size_t busy_helpers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<size_t> next_chunk_{0};  // reset only while no helper is busy
   std::vector<std::thread> workers_;
 };

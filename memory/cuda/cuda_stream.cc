@@ -111,7 +111,7 @@ absl::Status CudaStream::CopyFromPageable(void* dst, const void* src, size_t byt
 
 absl::StatusOr<CudaStream::Staging> CudaStream::TakeStaging(size_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(staging_mu_);
+    MutexLock lock(staging_mu_);
     auto best = staging_.end();
     for (auto it = staging_.begin(); it != staging_.end(); ++it) {
       const bool idle = it->read == nullptr || it->read->Query();
@@ -136,7 +136,7 @@ absl::StatusOr<CudaStream::Staging> CudaStream::TakeStaging(size_t bytes) {
 }
 
 void CudaStream::ReturnStaging(Staging staging) {
-  std::lock_guard<std::mutex> lock(staging_mu_);
+  MutexLock lock(staging_mu_);
   staging_.push_back(std::move(staging));
   if (staging_.size() <= kMaxStaging) return;
   auto smallest = staging_.end();
@@ -150,7 +150,7 @@ void CudaStream::ReturnStaging(Staging staging) {
 }
 
 void CudaStream::FreeStaging() {
-  std::lock_guard<std::mutex> lock(staging_mu_);
+  MutexLock lock(staging_mu_);
   for (Staging& s : staging_) {
     if (s.read != nullptr) (void)s.read->Synchronize();
     cudaFreeHost(s.data);
@@ -161,7 +161,7 @@ void CudaStream::FreeStaging() {
 absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
-  std::lock_guard<std::mutex> lock(events_mu_);
+  MutexLock lock(events_mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<CudaEvent> event,
                    events_.Acquire([this]() -> absl::StatusOr<std::shared_ptr<CudaEvent>> {
                      cudaEvent_t created = nullptr;
@@ -175,7 +175,7 @@ absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
 }
 
 size_t CudaStream::events_created() {
-  std::lock_guard<std::mutex> lock(events_mu_);
+  MutexLock lock(events_mu_);
   return events_.created();
 }
 

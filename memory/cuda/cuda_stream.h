@@ -13,10 +13,10 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "memory/event_pool.h"
 #include "memory/stream.h"
 
@@ -81,9 +81,9 @@ class CudaStream final : public Stream {
   const int ordinal_;
   const cudaStream_t stream_;
   const bool owned_;
-  std::mutex events_mu_;
+  Mutex events_mu_;
   EventPool<CudaEvent> events_ ABSL_GUARDED_BY(events_mu_);
-  std::mutex staging_mu_;
+  Mutex staging_mu_;
   std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);
 };
 

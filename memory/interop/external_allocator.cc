@@ -95,7 +95,7 @@ absl::StatusOr<Stream*> ExternalAllocator::StreamFor(int device, void* native_st
 
 absl::Status ExternalAllocator::RecordFailure(ExternalError kind, absl::Status status) {
   errors_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(last_error_mu_);
+  MutexLock lock(last_error_mu_);
   last_error_ = status.ToString();
   return status;
 }
@@ -170,7 +170,7 @@ uint64_t ExternalAllocator::total_errors() const {
 }
 
 std::string ExternalAllocator::last_error() const {
-  std::lock_guard<std::mutex> lock(last_error_mu_);
+  MutexLock lock(last_error_mu_);
   return last_error_;
 }
 

@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "memory/device_system.h"
 #include "memory/limiting_adaptor.h"
 #include "memory/resource.h"
@@ -107,7 +107,7 @@ class ExternalAllocator {
   const ExternalAllocatorOptions options_;
   std::vector<std::unique_ptr<LimitingAdaptor>> limits_;  // one per device when capped
   std::array<std::atomic<uint64_t>, kNumExternalErrors> errors_{};
-  mutable std::mutex last_error_mu_;
+  mutable Mutex last_error_mu_;
   std::string last_error_ ABSL_GUARDED_BY(last_error_mu_);
 };
 

@@ -60,7 +60,7 @@ absl::StatusOr<NvmeStore::Slot*> NvmeStore::Find(uint64_t slot) {
 absl::StatusOr<uint64_t> NvmeStore::Allocate(size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("nvme store: a slot of zero bytes");
   const uint64_t padded = Padded(bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t offset = end_;
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < padded) continue;
@@ -78,7 +78,7 @@ absl::StatusOr<uint64_t> NvmeStore::Allocate(size_t bytes) {
 }
 
 absl::Status NvmeStore::Free(uint64_t slot) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Slot * s, Find(slot));
   uint64_t offset = slot, length = Padded(s->bytes);
   slots_.erase(slot);
@@ -106,7 +106,7 @@ absl::Status NvmeStore::Free(uint64_t slot) {
 }
 
 bool NvmeStore::written(uint64_t slot) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = slots_.find(slot);
   return it != slots_.end() && it->second.crc.has_value();
 }
@@ -114,7 +114,7 @@ bool NvmeStore::written(uint64_t slot) const {
 absl::Status NvmeStore::Write(uint64_t slot, const void* data, std::optional<uint32_t> given) {
   size_t bytes = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ASSIGN_OR_RETURN(Slot * s, Find(slot));
     s->crc.reset();  // a failed write may leave the slot half old, half new
     bytes = s->bytes;
@@ -126,7 +126,7 @@ absl::Status NvmeStore::Write(uint64_t slot, const void* data, std::optional<uin
     RETURN_IF_ERROR(Annotate(written, "writing " + Where(slot, bytes)));
   }
   const uint32_t crc = !file_.has_value() ? 0 : given.has_value() ? *given : Crc32c(data, bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Slot * s, Find(slot));
   s->crc = crc;
   ++stats_.writes;
@@ -138,7 +138,7 @@ absl::Status NvmeStore::Read(uint64_t slot, void* data) {
   size_t bytes = 0;
   uint32_t expected = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ASSIGN_OR_RETURN(Slot * s, Find(slot));
     bytes = s->bytes;
     if (!s->crc.has_value()) {
@@ -162,14 +162,14 @@ absl::Status NvmeStore::Read(uint64_t slot, void* data) {
           Where(slot, bytes), crc, expected));
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++stats_.reads;
   stats_.bytes_read += bytes;
   return absl::OkStatus();
 }
 
 NvmeStoreStats NvmeStore::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 

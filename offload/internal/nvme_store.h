@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -25,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/direct_file.h"
+#include "base/mutex.h"
 
 namespace zero {
 
@@ -96,7 +96,7 @@ class NvmeStore {
   std::optional<DirectFile> file_;  // empty without bytes
   const NvmeStoreOptions options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<uint64_t, Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, uint64_t> free_ ABSL_GUARDED_BY(mu_);  // offset -> padded length
   uint64_t end_ ABSL_GUARDED_BY(mu_) = 0;

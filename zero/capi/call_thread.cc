@@ -8,7 +8,7 @@ CallThread::CallThread() : thread_(&CallThread::Run, this) {}
 
 CallThread::~CallThread() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   posted_.notify_one();
@@ -17,22 +17,24 @@ CallThread::~CallThread() {
 
 void CallThread::Post(absl::AnyInvocable<void() &&> fn) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(fn));
   }
   posted_.notify_one();
 }
 
 void CallThread::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    posted_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    lock.Await(posted_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || !queue_.empty();
+    });
     if (queue_.empty()) return;  // stopping, and everything posted has run
     absl::AnyInvocable<void() &&> fn = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     std::move(fn)();
-    lock.lock();
+    lock.Lock();
   }
 }
 

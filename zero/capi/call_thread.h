@@ -6,10 +6,10 @@
 
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "absl/functional/any_invocable.h"
+#include "base/mutex.h"
 
 namespace zero {
 
@@ -25,10 +25,10 @@ class CallThread {
  private:
   void Run();
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable posted_;
-  std::deque<absl::AnyInvocable<void() &&>> queue_;  // guarded by mu_
-  bool stopping_ = false;                            // guarded by mu_
+  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

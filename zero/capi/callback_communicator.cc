@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CallbackCommunicator::Create(
 void CallbackCommunicator::Abort(const absl::Status& reason) {
   const absl::Status status = reason.ok() ? absl::CancelledError("aborted") : reason;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failed_.ok()) return;  // told once
     failed_ = status;
   }
@@ -81,7 +81,7 @@ void CallbackCommunicator::Abort(const absl::Status& reason) {
 }
 
 absl::Status CallbackCommunicator::AsyncError() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return failed_;
 }
 
@@ -108,7 +108,7 @@ absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const voi
                                            void* recv, Stream* stream,
                                            const absl::Status& invalid) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failed_.ok()) return failed_;
   }
   if (!invalid.ok()) {
@@ -141,7 +141,7 @@ absl::Status CallbackCommunicator::RunCall(const CollectiveCall& call, const voi
                                            void* recv, const std::shared_ptr<Event>& ready,
                                            void* stream) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failed_.ok()) return failed_;  // peers are told by the abort, not by more calls
   }
   if (ready != nullptr) {

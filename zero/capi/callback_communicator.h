@@ -19,10 +19,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "base/mutex.h"
 #include "zero/capi/call_thread.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/comm/communicator.h"
@@ -58,8 +58,8 @@ class CallbackCommunicator : public Communicator {
 
   const int rank_, world_size_;
   const zero_collectives fns_;
-  mutable std::mutex mu_;
-  absl::Status failed_;  // guarded by mu_: the first failure, then every call's
+  mutable Mutex mu_;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the first failure, then every call's
   CallThread calls_;     // last: joined before the rest goes
 };
 

@@ -27,12 +27,12 @@ absl::Status Communicator::Barrier(Stream* stream) {
 }
 
 CommStats Communicator::stats() const {
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   return stats_;
 }
 
 void Communicator::CountBackendBytes(uint64_t copied, uint64_t reduced) {
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   stats_.copied_bytes += copied;
   stats_.reduced_bytes += reduced;
 }
@@ -43,7 +43,7 @@ absl::Status Communicator::Run(const CollectiveCall& call, const void* send, voi
   absl::Status status = Execute(call, send, recv, stream, invalid);
   if (!invalid.ok() && status.ok()) return invalid;  // a backend must not run a bad call
   if (!status.ok()) return status;
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   stats_.Add(call, rank(), world_size());
   return status;
 }

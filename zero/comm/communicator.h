@@ -25,10 +25,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "base/dtype.h"
+#include "base/mutex.h"
 #include "memory/stream.h"
 #include "zero/comm/collective.h"
 #include "zero/comm/comm_stats.h"
@@ -87,8 +87,8 @@ class Communicator {
  private:
   absl::Status Run(const CollectiveCall& call, const void* send, void* recv, Stream* stream);
 
-  mutable std::mutex stats_mu_;
-  CommStats stats_;  // guarded by stats_mu_
+  mutable Mutex stats_mu_;
+  CommStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace zero

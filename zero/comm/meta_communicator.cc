@@ -17,14 +17,14 @@ absl::StatusOr<std::unique_ptr<MetaCommunicator>> MetaCommunicator::Create(int r
 }
 
 void MetaCommunicator::Abort(const absl::Status& reason) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!aborted_.ok()) return;  // the first reason stays
   aborted_ = reason.ok() ? absl::CancelledError("the group was aborted") : reason;
   failed_ = true;
 }
 
 absl::Status MetaCommunicator::AsyncError() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return aborted_;
 }
 
@@ -35,7 +35,7 @@ absl::Status MetaCommunicator::AsyncError() const {
 absl::Status MetaCommunicator::Execute(const CollectiveCall&, const void*, void*, Stream*,
                                        const absl::Status& invalid) {
   if (invalid.ok() && !failed_) return absl::OkStatus();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!aborted_.ok()) return aborted_;
   aborted_ = invalid;
   failed_ = true;

@@ -13,9 +13,9 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "zero/comm/communicator.h"
 
 namespace zero {
@@ -42,8 +42,8 @@ class MetaCommunicator final : public Communicator {
 
   const int rank_;
   const int world_size_;
-  mutable std::mutex mu_;  // Abort and AsyncError may come from other threads
-  absl::Status aborted_;   // guarded by mu_; OK until Abort or an invalid call
+  mutable Mutex mu_;  // Abort and AsyncError may come from other threads
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);  // OK until Abort or an invalid call
   // Set once aborted_ is: calls of a healthy group (millions, in footprint
   // runs) skip the mutex.
   std::atomic<bool> failed_{false};

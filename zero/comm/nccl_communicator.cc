@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "zero/comm/internal/call_history.h"
 #include "zero/comm/internal/comm_errors.h"
@@ -42,7 +42,7 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       closing_ = true;
       // ncclCommDestroy would wait for collectives a peer may never join.
       if (PollLocked().ok() && watchdog_.pending() > 0) {
@@ -59,11 +59,11 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   void Abort(const absl::Status& reason) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     AbortLocked(reason.ok() ? absl::CancelledError("communicator aborted") : reason);
   }
   absl::Status AsyncError() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return PollLocked();
   }
 
@@ -75,14 +75,13 @@ class NcclCommunicator final : public Communicator {
   absl::Status CheckStream(const CollectiveCall& call, Stream* stream) const;
   absl::Status ExecuteOnCard(const CollectiveCall& call, const void* send, void* recv,
                              cudaStream_t s, uint64_t seq, const absl::Status& bad);
-  // With mu_ held in `lock`, released between polls when NCCL answers
-  // ncclInProgress.
-  absl::Status Issue(const CollectiveCall& call, const void* send, void* recv, cudaStream_t s,
-                     std::unique_lock<std::mutex>& lock) const;
+  // With mu_ held, released between polls when NCCL answers ncclInProgress.
+  absl::Status Issue(const CollectiveCall& call, const void* send, void* recv, cudaStream_t s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Check(cudaStream_t stream);
-  // Both with mu_ held. Poll keeps the first failure and aborts on it.
-  absl::Status PollLocked() const;
-  void AbortLocked(absl::Status reason) const;
+  // Poll keeps the first failure and aborts on it.
+  absl::Status PollLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(absl::Status reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watch();
 
   const NcclApi* const api_;
@@ -94,12 +93,13 @@ class NcclCommunicator final : public Communicator {
   const NcclOptions options_;
   CallHistory history_;  // rank thread only
 
-  mutable std::mutex mu_;
-  mutable NcclWatchdog watchdog_;          // guarded by mu_
-  mutable absl::Status poison_;            // guarded by mu_: the first failure
-  mutable bool aborted_ = false;           // guarded by mu_ (read unlocked once watcher_ ended)
+  mutable Mutex mu_;
+  mutable NcclWatchdog watchdog_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Status poison_ ABSL_GUARDED_BY(mu_);  // the first failure
+  // Read unlocked by the destructor once watcher_ ended.
+  mutable bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
-  bool closing_ = false;                   // guarded by mu_
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::condition_variable wake_;
   std::thread watcher_;  // last: starts once the rest exists
 };
@@ -121,15 +121,15 @@ absl::Status NcclCommunicator::PollLocked() const {
 }
 
 void NcclCommunicator::Watch() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!closing_ && !aborted_) {
-    wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.poll_interval));
+    lock.WaitFor(wake_, absl::ToChronoNanoseconds(options_.poll_interval));
     if (!closing_) (void)PollLocked();
   }
 }
 
 absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* send, void* recv,
-                                     cudaStream_t s, std::unique_lock<std::mutex>& lock) const {
+                                     cudaStream_t s) const {
   const ncclDataType_t type = ToNccl(call.dtype);
   ncclResult_t result = ncclSuccess;
   switch (call.kind) {
@@ -158,10 +158,10 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
   // came meanwhile freed the comm: stop with its reason.
   if (result != ncclInProgress) return NcclStatus(*api_, result, what.c_str());
   return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what,
-                   [&](absl::Duration wait) -> absl::Status {
-                     lock.unlock();
+                   [&](absl::Duration wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+                     mu_.Unlock();
                      absl::SleepFor(wait);
-                     lock.lock();
+                     mu_.Lock();
                      if (aborted_ || !poison_.ok()) {
                        return poison_.ok() ? absl::CancelledError(what + ": aborted") : poison_;
                      }
@@ -171,7 +171,7 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
 
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!poison_.ok()) return poison_;
     RETURN_IF_ERROR(check_->Start(*api_, comm_, history_, stream));
   }
@@ -202,7 +202,7 @@ absl::Status NcclCommunicator::Execute(const CollectiveCall& call, const void* s
                                        Stream* stream, const absl::Status& invalid) {
   const absl::Status bad = invalid.ok() ? CheckStream(call, stream) : invalid;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     RETURN_IF_ERROR(PollLocked());
   }
   const uint64_t seq = history_.Record(call, bad.ok());
@@ -216,20 +216,20 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
                                              const absl::Status& bad) {
   if (check_ != nullptr && seq % options_.check_every == 0) {
     if (absl::Status status = Check(s); !status.ok()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (poison_.ok()) poison_ = status;
       stop_ = true;
       return bad.ok() ? status : bad;
     }
   }
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!bad.ok()) {
     // Skipping the call desynchronizes this rank from its peers: fail fast.
     AbortLocked(RankFailedError(seq, rank_, bad));
     return bad;
   }
   if (!poison_.ok()) return poison_;
-  absl::Status status = Issue(call, send, recv, s, lock);
+  absl::Status status = Issue(call, send, recv, s);
   if (status.ok()) {
     absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
     if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());

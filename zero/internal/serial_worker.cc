@@ -8,7 +8,7 @@ SerialWorker::SerialWorker() : thread_([this] { Run(); }) {}
 
 SerialWorker::~SerialWorker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   changed_.notify_all();
@@ -17,30 +17,32 @@ SerialWorker::~SerialWorker() {
 
 void SerialWorker::Post(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(task));
   }
   changed_.notify_all();
 }
 
 absl::Status SerialWorker::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  MutexLock lock(mu_);
+  lock.Await(changed_,
+             [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; });
   return std::exchange(error_, absl::OkStatus());
 }
 
 void SerialWorker::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    changed_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    lock.Await(changed_,
+               [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
     Task task = std::move(queue_.front());
     queue_.pop_front();
     const bool skip = !error_.ok();
     busy_ = true;
-    lock.unlock();
+    lock.Unlock();
     absl::Status status = skip ? absl::OkStatus() : task();
-    lock.lock();
+    lock.Lock();
     busy_ = false;
     if (error_.ok()) error_ = status;
     changed_.notify_all();

@@ -7,10 +7,10 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "absl/status/status.h"
+#include "base/mutex.h"
 
 namespace zero {
 
@@ -33,12 +33,12 @@ class SerialWorker {
  private:
   void Run();
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
-  std::deque<Task> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  absl::Status error_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts after the members it uses
 };
 

@@ -45,7 +45,7 @@ class ChunkStream {
 
  private:
   ChunkStream(const Manifest& manifest, const LoadPlan& plan, DeviceSystem& devices)
-      : manifest_(&manifest), plan_(&plan), devices_(&devices), files_(manifest.files.size()) {}
+      : manifest_(&manifest), plan_(&plan), files_(manifest.files.size()), devices_(&devices) {}
   absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer);
 
   const Manifest* manifest_;

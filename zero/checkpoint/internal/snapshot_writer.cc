@@ -64,7 +64,7 @@ void SnapshotWriter::Start(const Participant& rank, std::string path, std::strin
     buffers_ = *std::move(buffers);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     free_.clear();
     for (size_t b = 0; b < buffers_->count(); ++b) free_.push_back((*buffers_)[b]);
     queue_.clear();
@@ -92,8 +92,10 @@ absl::StatusOr<WrittenFile> SnapshotWriter::Finish() {
 }
 
 std::byte* SnapshotWriter::Acquire() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return writer_failed_ || !free_.empty(); });
+  MutexLock lock(mu_);
+  lock.Await(cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return writer_failed_ || !free_.empty();
+  });
   if (writer_failed_) return nullptr;
   std::byte* buffer = free_.back();
   free_.pop_back();
@@ -101,7 +103,7 @@ std::byte* SnapshotWriter::Acquire() {
 }
 
 void SnapshotWriter::Push(Filled filled) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   queue_.push_back(std::move(filled));
   cv_.notify_all();
 }
@@ -153,13 +155,13 @@ void SnapshotWriter::WriteAll(std::string path) {
   for (size_t done = 0; status.ok() && done < segments_; ++done) {
     Filled filled;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty(); });
+      MutexLock lock(mu_);
+      lock.Await(cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); });
       filled = std::move(queue_.front());
       queue_.pop_front();
     }
     status = filled.status.ok() ? WriteSegment(*writer, filled, out) : filled.status;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     free_.push_back(filled.buffer);
     cv_.notify_all();
   }
@@ -177,7 +179,7 @@ void SnapshotWriter::WriteAll(std::string path) {
     return;
   }
   result_ = status;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   writer_failed_ = true;
   cv_.notify_all();
 }

@@ -15,13 +15,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/direct_file.h"
+#include "base/mutex.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
 #include "zero/checkpoint/internal/file_io.h"
@@ -78,11 +78,11 @@ class SnapshotWriter {
   std::thread thread_;
   absl::StatusOr<WrittenFile> result_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::byte*> free_;  // guarded by mu_
-  std::deque<Filled> queue_;      // guarded by mu_
-  bool writer_failed_ = false;    // guarded by mu_
+  std::vector<std::byte*> free_ ABSL_GUARDED_BY(mu_);
+  std::deque<Filled> queue_ ABSL_GUARDED_BY(mu_);
+  bool writer_failed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace zero::checkpoint

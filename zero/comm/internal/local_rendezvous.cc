@@ -26,28 +26,28 @@ void LocalRendezvous::PoisonLocked(absl::Status status) {
 }
 
 void LocalRendezvous::Abort(const absl::Status& reason) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoisonLocked(reason.ok() ? absl::CancelledError("communicator group aborted") : reason);
 }
 
 absl::Status LocalRendezvous::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return poison_;
 }
 
 void LocalRendezvous::Enqueued(int rank, uint64_t seq) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   enqueued_[rank] = std::max(enqueued_[rank], seq);
 }
 
 template <class Predicate>
-bool LocalRendezvous::WaitLocked(std::unique_lock<std::mutex>& lock,
-                                 std::chrono::steady_clock::time_point deadline, Predicate done) {
+bool LocalRendezvous::WaitLocked(MutexLock& lock, std::chrono::steady_clock::time_point deadline,
+                                 Predicate done) {
   if (timeout_ == absl::InfiniteDuration()) {
-    cv_.wait(lock, done);
+    lock.Await(cv_, done);
     return true;
   }
-  return cv_.wait_until(lock, deadline, done);
+  return lock.AwaitUntil(cv_, deadline, done);
 }
 
 absl::Status LocalRendezvous::MismatchLocked(uint64_t seq) const {
@@ -108,12 +108,15 @@ bool LocalRendezvous::CallsAgreeLocked() const {
 absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint64_t seq,
                                                                   const Arrival& mine,
                                                                   const absl::Status& invalid) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto deadline =
       timeout_ == absl::InfiniteDuration()
           ? std::chrono::steady_clock::time_point::max()
           : std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout_);
-  if (!WaitLocked(lock, deadline, [&] { return exited_ + 1 >= seq || !poison_.ok(); })) {
+  auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return exited_ + 1 >= seq || !poison_.ok();
+  };
+  if (!WaitLocked(lock, deadline, turn)) {
     PoisonLocked(TimeoutLocked(exited_ + 1));  // the call that holds everyone up
   }
   positions_[rank] = {.seq = seq, .call = mine.call, .inside = true};
@@ -124,7 +127,9 @@ absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint
   slots_[rank] = mine;
   present_[rank] = true;
   if (first_ < 0) first_ = rank;
-  auto ready = [&] { return entered_ >= seq || !poison_.ok(); };
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return entered_ >= seq || !poison_.ok();
+  };
   if (++arrived_ == world_size_) {
     // Compared once all are here, so the message names every rank's call.
     if (CallsAgreeLocked()) {
@@ -145,7 +150,7 @@ absl::StatusOr<absl::Span<const Arrival>> LocalRendezvous::Arrive(int rank, uint
 }
 
 void LocalRendezvous::Depart(int rank, uint64_t seq) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (++departed_ == world_size_) {
     departed_ = 0;
     arrived_ = 0;
@@ -154,7 +159,7 @@ void LocalRendezvous::Depart(int rank, uint64_t seq) {
     exited_ = seq;
     cv_.notify_all();
   } else {
-    cv_.wait(lock, [&] { return exited_ >= seq; });
+    lock.Await(cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return exited_ >= seq; });
   }
   positions_[rank].inside = false;
 }

@@ -23,7 +23,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "zero/comm/collective.h"
 
 namespace zero {
@@ -74,32 +74,32 @@ class LocalRendezvous {
   // False when the deadline passed with `done` still false (never, with an
   // infinite timeout: then the deadline is ignored).
   template <class Predicate>
-  bool WaitLocked(std::unique_lock<std::mutex>& lock,
-                  std::chrono::steady_clock::time_point deadline, Predicate done);
-  absl::Status CheckArrivalLocked(int rank, uint64_t seq, const absl::Status& invalid);
-  bool CallsAgreeLocked() const;
-  absl::Status MismatchLocked(uint64_t seq) const;
-  absl::Status TimeoutLocked(uint64_t seq) const;
-  void PoisonLocked(absl::Status status);
+  bool WaitLocked(MutexLock& lock, std::chrono::steady_clock::time_point deadline,
+                  Predicate done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckArrivalLocked(int rank, uint64_t seq, const absl::Status& invalid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CallsAgreeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MismatchLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TimeoutLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PoisonLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int world_size_;
   const absl::Duration timeout_;
 
-  // std::mutex, not absl::Mutex: Debian's prebuilt abseil is not built for
-  // ThreadSanitizer, which then cannot see absl::Mutex's ordering.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;  // base/mutex.h: seen by ThreadSanitizer, checked by clang
   std::condition_variable cv_;
-  // All guarded by mu_.
-  absl::Status poison_;
-  uint64_t entered_ = 0;  // every rank arrived at collectives up to this one
-  uint64_t exited_ = 0;   // every rank departed collectives up to this one
-  int arrived_ = 0;       // at collective exited_ + 1
-  int departed_ = 0;      // from collective exited_ + 1
-  int first_ = -1;        // first rank to arrive at it
-  std::vector<Arrival> slots_;
-  std::vector<bool> present_;
-  std::vector<Position> positions_;
-  std::vector<uint64_t> enqueued_;  // by rank: last call put on a stream (0: none)
+  absl::Status poison_ ABSL_GUARDED_BY(mu_);
+  // Every rank arrived at / departed from collectives up to this one.
+  uint64_t entered_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t exited_ ABSL_GUARDED_BY(mu_) = 0;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;   // at collective exited_ + 1
+  int departed_ ABSL_GUARDED_BY(mu_) = 0;  // from collective exited_ + 1
+  int first_ ABSL_GUARDED_BY(mu_) = -1;    // first rank to arrive at it
+  std::vector<Arrival> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> present_ ABSL_GUARDED_BY(mu_);
+  std::vector<Position> positions_ ABSL_GUARDED_BY(mu_);
+  // By rank: the last call put on a stream (0: none).
+  std::vector<uint64_t> enqueued_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zero
