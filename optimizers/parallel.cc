@@ -1,5 +1,4 @@
 #include "optimizers/parallel.h"
-#include "base/mutex.h"
 
 #include <sched.h>
 
