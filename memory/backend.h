@@ -31,6 +31,14 @@ constexpr std::string_view DeviceKindName(DeviceKind kind) {
   return "?";
 }
 
+// Kept free on each device for what else runs there (NCCL, cuBLAS, CUDA's
+// own memory pool, other processes' contexts): bytes plus a fraction of the
+// capacity (free at start).
+struct MemoryReserve {
+  size_t bytes = 0;
+  double fraction = 0;  // in [0, 1)
+};
+
 // Physical memory of one device before and while it is mapped
 // (a CUmemGenericAllocationHandle on cards).
 using PhysicalHandle = uint64_t;
@@ -41,6 +49,10 @@ class Backend {
 
   virtual DeviceKind kind() const = 0;
   virtual int device_count() const = 0;
+  // The number the device has outside this library, which callers such as
+  // PyTorch pass: the CUDA card number on cards ("cuda:2" makes device 0
+  // card 2), the index elsewhere.
+  virtual int native_id(int device) const { return device; }
   // Physical bytes the device can hold (on cards: free at start).
   virtual size_t capacity(int device) const = 0;
   // Every size and offset below is a multiple of this.
@@ -48,6 +60,8 @@ class Backend {
   // The mapping unit when the caller asks for none: large on cards, where
   // each unit costs driver calls, a granule elsewhere.
   virtual size_t default_chunk() const { return granularity(); }
+  // Kept free per device when the caller names no reserve (UvaOptions).
+  virtual MemoryReserve default_reserve() const { return {}; }
   // False on meta: addresses exist, bytes do not.
   virtual bool has_bytes() const = 0;
 

@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -206,14 +208,38 @@ absl::StatusOr<std::unique_ptr<DeviceSystem>> DeviceSystem::CreateWithHostStream
   }
   ASSIGN_OR_RETURN(system->backend_, MakeBackend(spec, system->host_streams_));
   if (system->kind() != DeviceKind::kHost) system->host_streams_ = {};
-  ASSIGN_OR_RETURN(system->space_, UvaSpace::Create(system->backend_.get(), spec.space));
-  for (int d = 0; d < system->device_count(); ++d) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, system->backend_->CreateStream(d));
-    system->pools_.push_back(
-        std::make_unique<DevicePool>(d, system->space_.get(), stream.get(), options));
-    system->default_streams_.push_back(std::move(stream));
-  }
+  RETURN_IF_ERROR(system->Init(spec.space, options));
   return system;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceSystem>> DeviceSystem::CreateOver(
+    std::unique_ptr<Backend> backend, const UvaOptions& space, PoolOptions options) {
+  if (backend == nullptr) return absl::InvalidArgumentError("device system: no backend");
+  std::unique_ptr<DeviceSystem> system(new DeviceSystem());
+  system->backend_ = std::move(backend);
+  RETURN_IF_ERROR(system->Init(space, options));
+  return system;
+}
+
+absl::Status DeviceSystem::Init(const UvaOptions& space, PoolOptions options) {
+  ASSIGN_OR_RETURN(space_, UvaSpace::Create(backend_.get(), space));
+  for (int d = 0; d < device_count(); ++d) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend_->CreateStream(d));
+    pools_.push_back(std::make_unique<DevicePool>(d, space_.get(), stream.get(), options));
+    default_streams_.push_back(std::move(stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> DeviceSystem::DeviceOfNativeId(int native_id) const {
+  std::vector<int> ids;
+  for (int d = 0; d < device_count(); ++d) {
+    if (backend_->native_id(d) == native_id) return d;
+    ids.push_back(backend_->native_id(d));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "no device %d (this process uses %s devices %s)", native_id,
+      std::string(DeviceKindName(kind())), absl::StrJoin(ids, ", ")));
 }
 
 absl::StatusOr<std::unique_ptr<DeviceSystem>> DeviceSystem::CreateFromEnvironment(

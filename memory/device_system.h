@@ -61,6 +61,9 @@ class DeviceSystem {
       const DeviceSpec& spec, const HostStreamOptions& host_streams, PoolOptions options = {});
   static absl::StatusOr<std::unique_ptr<DeviceSystem>> CreateFromEnvironment(
       PoolOptions options = {});
+  // Over a backend made elsewhere (tests wrap one to fail or renumber).
+  static absl::StatusOr<std::unique_ptr<DeviceSystem>> CreateOver(
+      std::unique_ptr<Backend> backend, const UvaOptions& space = {}, PoolOptions options = {});
   ~DeviceSystem();
 
   DeviceKind kind() const { return backend_->kind(); }
@@ -79,6 +82,9 @@ class DeviceSystem {
   absl::StatusOr<Stream*> WrapNativeStream(int device, void* native);
 
   std::optional<int> device_of(const void* ptr) const { return space_->device_of(ptr); }
+  // The device whose Backend::native_id is `native_id` (PyTorch's card
+  // number); InvalidArgument naming the ones there are.
+  absl::StatusOr<int> DeviceOfNativeId(int native_id) const;
   // Frees through the pool that owns `ptr`.
   absl::Status Deallocate(void* ptr, size_t bytes, Stream* stream = nullptr);
 
@@ -87,6 +93,8 @@ class DeviceSystem {
 
  private:
   DeviceSystem() = default;
+  // Creates the space, the pools and the default streams over backend_.
+  absl::Status Init(const UvaOptions& space, PoolOptions options);
 
   HostStreamOptions host_streams_;
   std::unique_ptr<Backend> backend_;

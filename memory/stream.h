@@ -57,8 +57,15 @@ class Stream {
   // Blocks until everything enqueued so far has finished.
   virtual absl::Status Synchronize() = 0;
 
-  // cudaStream_t on cards, nullptr elsewhere.
+  // cudaStream_t on cards, nullptr elsewhere; null on a card too for CUDA's
+  // legacy default stream, so ask is_card(), not the handle, which kind it is.
   virtual void* native_handle() const { return nullptr; }
+  // A card's stream: its work runs on the card, and a host callback on it
+  // must not block on other CUDA work. False for host and meta streams.
+  virtual bool is_card() const { return false; }
+  // The device's number outside this library (Backend::native_id): the CUDA
+  // card number on cards, device() elsewhere.
+  virtual int native_device() const { return device(); }
 };
 
 }  // namespace zero

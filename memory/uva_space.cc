@@ -48,7 +48,9 @@ absl::StatusOr<std::unique_ptr<UvaSpace>> UvaSpace::Create(Backend* backend,
   ASSIGN_OR_RETURN(const size_t chunk, ChunkFor(*backend, options.chunk));
   std::vector<size_t> capacity;
   for (int d = 0; d < n; ++d) {
-    ASSIGN_OR_RETURN(size_t usable, UsableCapacity(*backend, d, options.reserve, chunk));
+    ASSIGN_OR_RETURN(size_t usable,
+                     UsableCapacity(*backend, d,
+                                    options.reserve.value_or(backend->default_reserve()), chunk));
     capacity.push_back(usable);
   }
   const size_t largest = *std::max_element(capacity.begin(), capacity.end());

@@ -22,18 +22,13 @@
 
 namespace zero {
 
-// Kept free on each device for what else runs there (NCCL, cuBLAS, other
-// processes' contexts): bytes plus a fraction of the capacity (free at start).
-struct MemoryReserve {
-  size_t bytes = 0;
-  double fraction = 0;  // in [0, 1)
-};
-
 struct UvaOptions {
   // The mapping unit: a power of two, at least the backend's granularity.
   // 0 takes the backend's default (64 MiB on cards, a granule elsewhere).
   size_t chunk = 0;
-  MemoryReserve reserve;
+  // Unset: the backend's default (Backend::default_reserve: 2 GiB on cards,
+  // none on host and meta devices).
+  std::optional<MemoryReserve> reserve;
   // Slices are this many times the largest capacity.
   size_t slice_factor = 2;
 };

@@ -13,9 +13,9 @@ namespace {
 
 constexpr absl::string_view kName = "pinned host pool";
 
-std::unique_ptr<ArenaSource> SourceFor(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCuda: return CreateCudaHostArenaSource();
+std::unique_ptr<ArenaSource> SourceFor(DeviceSystem& system) {
+  switch (system.kind()) {
+    case DeviceKind::kCuda: return CreateCudaHostArenaSource(system.backend().native_id(0));
     case DeviceKind::kHost: return CreateMmapArenaSource();
     case DeviceKind::kMeta: return CreateMetaArenaSource();
   }
@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<PinnedHostPool>> PinnedHostPool::Create(DeviceSys
                                                                        size_t capacity_bytes,
                                                                        Options options) {
   if (system == nullptr) return absl::InvalidArgumentError("pinned host pool: no device system");
-  return Create(SourceFor(system->kind()), capacity_bytes, options);
+  return Create(SourceFor(*system), capacity_bytes, options);
 }
 
 absl::StatusOr<std::unique_ptr<PinnedHostPool>> PinnedHostPool::Create(

@@ -67,7 +67,9 @@ class HostExecutor final : public ElementwiseExecutor {
 class CudaExecutor final : public ElementwiseExecutor {
  protected:
   absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const override {
-    return cuda::RunElementwise(op, stream.device(), stream.native_handle());
+    // The card number, not the pool's index: it picks the card of CUDA's
+    // default stream (a null handle), which "cuda:2" makes device 0.
+    return cuda::RunElementwise(op, stream.native_device(), stream.native_handle());
   }
 };
 

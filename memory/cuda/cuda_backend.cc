@@ -31,6 +31,7 @@ CUmemAllocationProp PinnedOn(int device) {
 class CudaBackend final : public Backend {
  public:
   static constexpr size_t kDefaultChunk = size_t{64} << 20;
+  static constexpr size_t kDefaultReserve = size_t{2} << 30;
 
   CudaBackend(const cuda::DriverApi* api, std::vector<int> ordinals, std::vector<size_t> capacity,
               size_t granularity)
@@ -41,9 +42,14 @@ class CudaBackend final : public Backend {
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   int device_count() const override { return static_cast<int>(capacity_.size()); }
+  int native_id(int device) const override { return ordinals_[device]; }
   size_t capacity(int device) const override { return capacity_[device]; }
   size_t granularity() const override { return granularity_; }
   size_t default_chunk() const override { return std::max(kDefaultChunk, granularity_); }
+  // The pool may grow to what is free at start less this: NCCL's buffers,
+  // cuBLAS's workspaces and CUDA's default pool (the sum of squares' block
+  // sums come from cudaMallocAsync) allocate outside it, later.
+  MemoryReserve default_reserve() const override { return {.bytes = kDefaultReserve}; }
   bool has_bytes() const override { return true; }
 
   absl::StatusOr<uintptr_t> Reserve(size_t bytes) override {

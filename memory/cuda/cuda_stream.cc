@@ -17,7 +17,12 @@ CudaEvent::~CudaEvent() {
 
 bool CudaEvent::Query() const {
   ScopedDevice on(ordinal_);
-  return cudaEventQuery(event_) == cudaSuccess;
+  const cudaError_t state = cudaEventQuery(event_);
+  // "Not ready" is an answer, not an error, yet the runtime keeps it as the
+  // thread's last error, where the next launch check (ours or PyTorch's)
+  // would find it.
+  if (state == cudaErrorNotReady) (void)cudaGetLastError();
+  return state == cudaSuccess;
 }
 
 absl::Status CudaEvent::Synchronize() const {
@@ -129,10 +134,40 @@ absl::StatusOr<CudaStream::Staging> CudaStream::TakeStaging(size_t bytes) {
   }
   // Rounded up, so slightly larger requests reuse it too.
   const size_t capacity = (bytes + kStagingQuantum - 1) / kStagingQuantum * kStagingQuantum;
+  RETURN_IF_ERROR(MakeStagingRoom(capacity));
   void* data = nullptr;
-  RETURN_IF_ERROR(
-      RuntimeStatus(cudaHostAlloc(&data, capacity, cudaHostAllocPortable), "cudaHostAlloc"));
+  const cudaError_t pinned = cudaHostAlloc(&data, capacity, cudaHostAllocPortable);
+  if (pinned != cudaSuccess) {
+    (void)cudaGetLastError();
+    MutexLock lock(staging_mu_);
+    staged_bytes_ -= capacity;
+    return RuntimeStatus(pinned, "cudaHostAlloc");
+  }
   return Staging{.data = data, .capacity = capacity, .read = nullptr};
+}
+
+// The host never waits while the pinned bytes stay under the bound; past it
+// (copies enqueued faster than the card runs them: a whole step's gradients
+// in flight) the oldest buffers are waited for and freed, so pinned memory
+// stays bounded. A single copy larger than the bound still gets its buffer.
+absl::Status CudaStream::MakeStagingRoom(size_t capacity) {
+  MutexLock lock(staging_mu_);
+  while (staged_bytes_ + capacity > kMaxStagingBytes && !staging_.empty()) {
+    Staging oldest = std::move(staging_.front());
+    staging_.erase(staging_.begin());
+    staged_bytes_ -= oldest.capacity;
+    if (oldest.read != nullptr) {
+      absl::Status done = oldest.read->Synchronize();
+      if (!done.ok()) {
+        staging_.insert(staging_.begin(), std::move(oldest));  // a copy may still read it
+        staged_bytes_ += staging_.front().capacity;
+        return done;
+      }
+    }
+    cudaFreeHost(oldest.data);
+  }
+  staged_bytes_ += capacity;
+  return absl::OkStatus();
 }
 
 void CudaStream::ReturnStaging(Staging staging) {
@@ -145,6 +180,7 @@ void CudaStream::ReturnStaging(Staging staging) {
     if (idle && (smallest == staging_.end() || it->capacity < smallest->capacity)) smallest = it;
   }
   if (smallest == staging_.end()) return;  // all in flight: kept until the next return
+  staged_bytes_ -= smallest->capacity;
   cudaFreeHost(smallest->data);
   staging_.erase(smallest);
 }
@@ -156,6 +192,7 @@ void CudaStream::FreeStaging() {
     cudaFreeHost(s.data);
   }
   staging_.clear();
+  staged_bytes_ = 0;
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {

@@ -55,6 +55,8 @@ class CudaStream final : public Stream {
   absl::Status Wait(const std::shared_ptr<Event>& event) override;
   absl::Status Synchronize() override;
   void* native_handle() const override { return stream_; }
+  bool is_card() const override { return true; }
+  int native_device() const override { return ordinal_; }
   // Events Record() had to create; the rest were re-recorded.
   size_t events_created();
 
@@ -70,9 +72,13 @@ class CudaStream final : public Stream {
     std::shared_ptr<Event> read;
   };
   static constexpr size_t kMaxStaging = 8;
+  static constexpr size_t kMaxStagingBytes = size_t{256} << 20;
   static constexpr size_t kStagingQuantum = size_t{64} << 10;
   // The smallest idle buffer that fits, else a new one (cudaHostAlloc).
   absl::StatusOr<Staging> TakeStaging(size_t bytes);
+  // Counts `capacity` more pinned bytes, first waiting for and freeing the
+  // oldest kept buffers while the total would pass kMaxStagingBytes.
+  absl::Status MakeStagingRoom(size_t capacity);
   // Keeps it for later copies; beyond kMaxStaging, frees the smallest idle.
   void ReturnStaging(Staging staging);
   void FreeStaging();  // waits for the copies in flight, then frees all
@@ -84,7 +90,8 @@ class CudaStream final : public Stream {
   Mutex events_mu_;
   EventPool<CudaEvent> events_ ABSL_GUARDED_BY(events_mu_);
   Mutex staging_mu_;
-  std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);
+  std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);  // kept, oldest first
+  size_t staged_bytes_ ABSL_GUARDED_BY(staging_mu_) = 0;  // kept and taken, pinned
 };
 
 }  // namespace zero::cuda

@@ -71,11 +71,7 @@ ExternalAllocator::ExternalAllocator(DeviceSystem* system, ExternalAllocatorOpti
   }
 }
 
-absl::StatusOr<MemoryResource*> ExternalAllocator::Resource(int device) {
-  if (device < 0 || device >= system_->device_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("no device %d (there are %d)", device, system_->device_count()));
-  }
+MemoryResource* ExternalAllocator::Resource(int device) {
   if (!limits_.empty()) return limits_[device].get();
   return &system_->pool(device);
 }
@@ -106,12 +102,12 @@ absl::StatusOr<void*> ExternalAllocator::Allocate(int64_t size, int device, void
                 absl::InvalidArgumentError(absl::StrFormat(
                     "device %d: cannot allocate %d bytes (size must be positive)", device, size)));
   }
-  absl::StatusOr<MemoryResource*> resource = Resource(device);
-  if (!resource.ok()) return RecordFailure(ExternalError::kInvalidDevice, resource.status());
-  absl::StatusOr<Stream*> stream = StreamFor(device, native_stream);
+  const absl::StatusOr<int> index = system_->DeviceOfNativeId(device);
+  if (!index.ok()) return RecordFailure(ExternalError::kInvalidDevice, index.status());
+  absl::StatusOr<Stream*> stream = StreamFor(*index, native_stream);
   if (!stream.ok()) return RecordFailure(ExternalError::kInvalidStream, stream.status());
   absl::StatusOr<void*> ptr =
-      (*resource)->Allocate(static_cast<size_t>(size), options_.tag, *stream);
+      Resource(*index)->Allocate(static_cast<size_t>(size), options_.tag, *stream);
   if (!ptr.ok()) {
     return RecordFailure(absl::IsResourceExhausted(ptr.status()) ? ExternalError::kOutOfMemory
                                                         : ExternalError::kOther,
@@ -129,11 +125,11 @@ absl::Status ExternalAllocator::Deallocate(void* ptr, int64_t size, int device,
                     "device %d: free of %p with %d bytes (size must be positive)", device, ptr,
                     size)));
   }
-  absl::StatusOr<MemoryResource*> resource = Resource(device);
-  if (!resource.ok()) return RecordFailure(ExternalError::kInvalidDevice, resource.status());
-  absl::StatusOr<Stream*> stream = StreamFor(device, native_stream);
+  const absl::StatusOr<int> index = system_->DeviceOfNativeId(device);
+  if (!index.ok()) return RecordFailure(ExternalError::kInvalidDevice, index.status());
+  absl::StatusOr<Stream*> stream = StreamFor(*index, native_stream);
   if (!stream.ok()) return RecordFailure(ExternalError::kInvalidStream, stream.status());
-  absl::Status status = (*resource)->Deallocate(ptr, static_cast<size_t>(size), *stream);
+  absl::Status status = Resource(*index)->Deallocate(ptr, static_cast<size_t>(size), *stream);
   if (!status.ok()) {
     const ExternalError kind = FreeErrorKind(status);  // before `status` is moved
     return RecordFailure(kind, std::move(status));
@@ -192,7 +188,8 @@ std::string ExternalAllocator::StatsJson() const {
   for (int d = 0; d < system_->device_count(); ++d) {
     std::string pool = PoolStatsJson(system_->pool(d).stats());
     pool.pop_back();  // reopen the object to add this allocator's view
-    absl::StrAppendFormat(&out, "%s%s,\"cap_used\":%d}", d == 0 ? "" : ",", pool, cap_used(d));
+    absl::StrAppendFormat(&out, "%s%s,\"native_id\":%d,\"cap_used\":%d}", d == 0 ? "" : ",",
+                          pool, system_->backend().native_id(d), cap_used(d));
   }
   return out + "]}";
 }

@@ -75,6 +75,8 @@ class ExternalAllocator {
   ExternalAllocator(const ExternalAllocator&) = delete;
   ExternalAllocator& operator=(const ExternalAllocator&) = delete;
 
+  // `device` is the caller's number for it (Backend::native_id): the CUDA
+  // card number PyTorch passes, which with "cuda:2" is the system's device 0.
   absl::StatusOr<void*> Allocate(int64_t size, int device, void* native_stream);
   // `size`, `device` and `native_stream` as allocated (PyTorch passes the
   // allocation's stream). A null `ptr` is a no-op, as with free().
@@ -91,16 +93,18 @@ class ExternalAllocator {
   uint64_t errors(ExternalError kind) const;
   uint64_t total_errors() const;
   std::string last_error() const;  // "" until something fails
-  size_t cap_used(int device) const;  // 0 without a cap
+  size_t cap_used(int device) const;  // by the system's index; 0 without a cap
   DeviceSystem& system() { return *system_; }
   const ExternalAllocatorOptions& options() const { return options_; }
 
-  // {"kind","cap","errors":{..},"last_error","devices":[PoolStatsJson + cap_used]}
+  // {"kind","cap","errors":{..},"last_error",
+  //  "devices":[PoolStatsJson + native_id, cap_used]}
   std::string StatsJson() const;
   absl::Status WriteStats(const std::string& path) const;  // atomically
 
  private:
-  absl::StatusOr<MemoryResource*> Resource(int device);
+  // By the system's index (DeviceOfNativeId of the caller's number).
+  MemoryResource* Resource(int device);
   absl::StatusOr<Stream*> StreamFor(int device, void* native_stream);
   std::unique_ptr<DeviceSystem> owned_;
   DeviceSystem* const system_;

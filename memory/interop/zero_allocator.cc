@@ -3,14 +3,11 @@
 // status cross the C boundary.
 #include "memory/interop/zero_allocator.h"
 
-#include <cuda_runtime_api.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -20,25 +17,6 @@
 
 namespace zero {
 namespace {
-
-// Restores the calling thread's current CUDA device: creating the cuda
-// backend and every CudaStream call select devices, and PyTorch launches its
-// next kernel on whatever is current when we return. Inert without a driver.
-class CurrentDeviceGuard {
- public:
-  CurrentDeviceGuard() : valid_(cudaGetDevice(&device_) == cudaSuccess) {
-    if (!valid_) (void)cudaGetLastError();
-  }
-  ~CurrentDeviceGuard() {
-    if (valid_) (void)cudaSetDevice(device_);
-  }
-  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
-  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
-
- private:
-  int device_ = 0;
-  const bool valid_;
-};
 
 struct Global {
   ExternalAllocator* allocator = nullptr;  // null when creation failed
@@ -56,8 +34,13 @@ void WriteStatsAtExit() {
   }
 }
 
+// No device guard here: every CUDA call below (the cuda backend's start,
+// each CudaStream call) makes its card current and restores the caller's
+// context itself (memory/cuda/current_device.h). A guard of cudaGetDevice /
+// cudaSetDevice would do harm: on a thread with no context (a garbage
+// collector freeing a tensor) cudaGetDevice says 0, and setting 0 back
+// creates card 0's context in every process.
 Global Create() {
-  CurrentDeviceGuard guard;
   Global global;
   absl::StatusOr<std::unique_ptr<ExternalAllocator>> created =
       ExternalAllocator::CreateFromEnvironment();
@@ -87,8 +70,6 @@ T Guarded(T on_error, Body body) noexcept {
   try {
     allocator = GetGlobal().allocator;
     if (allocator == nullptr) return on_error;
-    std::optional<CurrentDeviceGuard> guard;
-    if (allocator->system().kind() == DeviceKind::kCuda) guard.emplace();
     return body(*allocator);
   } catch (const std::exception& e) {
     if (allocator != nullptr) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/units.h"
+#include "memory/cuda/current_device.h"
 #include "memory/cuda/driver_api.h"
 
 namespace zero {
@@ -11,10 +12,13 @@ namespace {
 
 class CudaHostArenaSource final : public ArenaSource {
  public:
+  explicit CudaHostArenaSource(int ordinal) : ordinal_(ordinal) {}
   std::string_view name() const override { return "cudaHostAlloc"; }
   bool has_bytes() const override { return true; }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
+    const cuda::ScopedDevice on(ordinal_);
+    if (on.status() != cudaSuccess) return cuda::RuntimeStatus(on.status(), "cudaSetDevice");
     void* p = nullptr;
     const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err == cudaErrorMemoryAllocation) {
@@ -26,13 +30,19 @@ class CudaHostArenaSource final : public ArenaSource {
     return p;
   }
 
-  void Free(void* base, size_t) override { cudaFreeHost(base); }
+  void Free(void* base, size_t) override {
+    const cuda::ScopedDevice on(ordinal_);
+    cudaFreeHost(base);
+  }
+
+ private:
+  const int ordinal_;
 };
 
 }  // namespace
 
-std::unique_ptr<ArenaSource> CreateCudaHostArenaSource() {
-  return std::make_unique<CudaHostArenaSource>();
+std::unique_ptr<ArenaSource> CreateCudaHostArenaSource(int ordinal) {
+  return std::make_unique<CudaHostArenaSource>(ordinal);
 }
 
 }  // namespace zero

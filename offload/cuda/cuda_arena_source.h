@@ -9,6 +9,9 @@
 
 namespace zero {
 
-std::unique_ptr<ArenaSource> CreateCudaHostArenaSource();
+// Pins with card `ordinal` current (restored after), so no other card's
+// context is created for it: cudaHostAlloc needs one, and on a thread with
+// none the runtime would make card 0's.
+std::unique_ptr<ArenaSource> CreateCudaHostArenaSource(int ordinal);
 
 }  // namespace zero

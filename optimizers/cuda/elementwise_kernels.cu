@@ -116,7 +116,10 @@ int LaunchSumOfSquares(const ElementwiseOp& op, bool aligned, cudaStream_t strea
   double* block_sums = nullptr;
   cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&block_sums),
                                   blocks * sizeof(double), stream);
-  if (e != cudaSuccess) return e;
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // returned here: not left for the next check
+    return e;
+  }
   VisitDType(op.dtype, [&]<class T>() {
     const T* x = static_cast<const T*>(op.src);
     if (aligned) {
@@ -172,6 +175,7 @@ int LaunchElementwise(const ElementwiseOp& op, int device, void* stream) {
   // The stream's own card; `device` only picks the card of the default stream.
   const ScopedDevice on(st != nullptr ? ScopedDevice::OrdinalOf(st) : device);
   if (on.status() != cudaSuccess) return on.status();
+  (void)cudaGetLastError();  // an earlier call's error is not this launch's (kernels.cu)
   return Launch(op, st);
 }
 

@@ -28,6 +28,10 @@ int Launch(const typename K<Ops>::Scalars& s, const RawLanes& lanes, DType grad,
   const auto st = static_cast<cudaStream_t>(stream);
   const ScopedDevice on(ScopedDevice::OrdinalOf(st));  // launch on the stream's card
   if (on.status() != cudaSuccess) return on.status();
+  // The check after the launch reads the thread's last error: one an earlier
+  // call left (already returned to its caller) must not pass for this
+  // launch's. A sticky error comes back anyway.
+  (void)cudaGetLastError();
   VisitGradCopy(grad, copy_slot, [&]<class G, class C>() {
     RangeKernel<K<Ops>, G, C><<<BlocksFor(n), kThreads, 0, st>>>(s, lanes, n);
   });

@@ -28,10 +28,10 @@ TEST(DeviceSpecTest, ParsesCardsAndOptions) {
   EXPECT_EQ(spec->kind, DeviceSpec::Kind::kCuda);
   EXPECT_EQ(spec->cuda_devices, (std::vector<int>{0, 2}));
   EXPECT_EQ(spec->space.chunk, 256 * kMiB);
-  EXPECT_DOUBLE_EQ(spec->space.reserve.fraction, 0.05);
+  EXPECT_DOUBLE_EQ(spec->space.reserve->fraction, 0.05);
   EXPECT_EQ(ParseDeviceSpec("cuda:3")->cuda_devices, (std::vector<int>{3}));
   EXPECT_TRUE(ParseDeviceSpec("cuda")->cuda_devices.empty());
-  EXPECT_EQ(ParseDeviceSpec("auto,reserve=4GiB")->space.reserve.bytes, 4 * kGiB);
+  EXPECT_EQ(ParseDeviceSpec("auto,reserve=4GiB")->space.reserve->bytes, 4 * kGiB);
   spec = ParseDeviceSpec("host:2x64MiB,chunk=8MiB");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->count, 2);

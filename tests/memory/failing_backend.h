@@ -1,11 +1,13 @@
 // A backend that forwards to another one (a host backend in the tests),
 // counts each step of backing memory, remembers what is created and mapped,
-// and fails a chosen call of a chosen step on command. Test-only; one
+// fails a chosen call of a chosen step on command, and can renumber its
+// devices' native ids. Test-only; one
 // thread drives it at a time.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -35,8 +37,18 @@ class FailingBackend final : public Backend {
 
   DeviceKind kind() const override { return inner_->kind(); }
   int device_count() const override { return inner_->device_count(); }
+  // Device d answers to native id ids[d] from now on (as "cuda:2,0" would).
+  void Renumber(std::vector<int> ids) { ids_ = std::move(ids); }
+  int native_id(int device) const override {
+    return ids_.empty() ? inner_->native_id(device) : ids_[device];
+  }
   size_t capacity(int device) const override { return inner_->capacity(device); }
   size_t granularity() const override { return inner_->granularity(); }
+  // What a card's backend keeps free by default, in small.
+  void set_default_reserve(MemoryReserve reserve) { reserve_ = reserve; }
+  MemoryReserve default_reserve() const override {
+    return reserve_.value_or(inner_->default_reserve());
+  }
   bool has_bytes() const override { return inner_->has_bytes(); }
   absl::StatusOr<uintptr_t> Reserve(size_t bytes) override { return inner_->Reserve(bytes); }
   absl::Status Unreserve(uintptr_t base, size_t bytes) override {
@@ -84,6 +96,8 @@ class FailingBackend final : public Backend {
 
   std::unique_ptr<Backend> inner_;
   std::map<Step, int> calls_, fail_at_;
+  std::vector<int> ids_;  // empty: the inner backend's
+  std::optional<MemoryReserve> reserve_;
   std::set<PhysicalHandle> live_;
   std::map<uintptr_t, size_t> mapped_;
   std::vector<int> last_access_;

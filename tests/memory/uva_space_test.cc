@@ -126,23 +126,36 @@ TEST_F(ChunkedSpaceTest, FailedUnmapBooksThePartGivenBack) {
 
 TEST(UvaSpaceReserveTest, CapacityIsWhatIsLeftInWholeChunks) {
   HostBackend backend(1, 64 * kMiB);
-  auto bytes = UvaSpace::Create(&backend, {.reserve = {.bytes = 16 * kMiB}});
+  auto bytes = UvaSpace::Create(&backend, {.reserve = MemoryReserve{.bytes = 16 * kMiB}});
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ((*bytes)->capacity(0), 48 * kMiB);
-  auto fraction = UvaSpace::Create(&backend, {.reserve = {.fraction = 0.25}});
+  auto fraction = UvaSpace::Create(&backend, {.reserve = MemoryReserve{.fraction = 0.25}});
   EXPECT_EQ((*fraction)->capacity(0), 48 * kMiB);
-  auto chunked = UvaSpace::Create(&backend, {.chunk = 32 * kMiB, .reserve = {.bytes = 2 * kMiB}});
+  auto chunked = UvaSpace::Create(&backend, {.chunk = 32 * kMiB, .reserve = MemoryReserve{.bytes = 2 * kMiB}});
   EXPECT_EQ((*chunked)->capacity(0), 32 * kMiB) << "rounded down to whole chunks";
   EXPECT_EQ((*chunked)->Map(0, (*chunked)->slice_begin(0), 64 * kMiB).code(),
             absl::StatusCode::kResourceExhausted);
 }
 
+// Cards keep 2 GiB free unless told otherwise (NCCL, cuBLAS and CUDA's own
+// pool allocate outside ours); an explicit reserve, zero included, wins.
+TEST(UvaSpaceReserveTest, UnsetTakesTheBackendsDefaultAndZeroMeansNone) {
+  FailingBackend backend(std::make_unique<HostBackend>(1, 64 * kMiB));
+  EXPECT_EQ((*UvaSpace::Create(&backend))->capacity(0), 64 * kMiB) << "host: no reserve";
+  backend.set_default_reserve({.bytes = 16 * kMiB});
+  EXPECT_EQ((*UvaSpace::Create(&backend))->capacity(0), 48 * kMiB);
+  EXPECT_EQ((*UvaSpace::Create(&backend, {.reserve = MemoryReserve{}}))->capacity(0), 64 * kMiB);
+  EXPECT_EQ((*UvaSpace::Create(&backend, {.reserve = MemoryReserve{.bytes = 8 * kMiB}}))
+                ->capacity(0),
+            56 * kMiB);
+}
+
 TEST(UvaSpaceReserveTest, RejectsAReserveThatLeavesNothingAndBadChunks) {
   HostBackend backend(1, 64 * kMiB);
-  auto all = UvaSpace::Create(&backend, {.reserve = {.bytes = 63 * kMiB}});
+  auto all = UvaSpace::Create(&backend, {.reserve = MemoryReserve{.bytes = 63 * kMiB}});
   EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(all.status().message().find("device 0"), std::string::npos) << all.status();
-  EXPECT_EQ(UvaSpace::Create(&backend, {.reserve = {.fraction = 1.0}}).status().code(),
+  EXPECT_EQ(UvaSpace::Create(&backend, {.reserve = MemoryReserve{.fraction = 1.0}}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(UvaSpace::Create(&backend, {.chunk = 3 * kMiB}).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -118,7 +118,7 @@ absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const voi
   // Host streams are executors the call thread can wait on by an event; a
   // card's stream is waited for here, as the function runs torch's or
   // NCCL's work that must not run inside a CUDA host callback.
-  const bool async = stream != nullptr && stream->native_handle() == nullptr;
+  const bool async = stream != nullptr && !stream->is_card();
   std::shared_ptr<Event> ready;
   if (async) {
     absl::StatusOr<std::shared_ptr<Event>> recorded = stream->Record();

@@ -211,7 +211,7 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call, const void* 
   if (stream_ordered_ && stream != nullptr) return Enqueue(part, *stream, invalid);
   // A failure here still goes to the rendezvous, which fails the peers too.
   absl::Status ready = invalid;
-  if (stream != nullptr && (stream->native_handle() != nullptr || shared_->move_on_streams)) {
+  if (stream != nullptr && (stream->is_card() || shared_->move_on_streams)) {
     part.mover_stream = stream;
     if (ready.ok() && shared_->devices == nullptr && shared_->has_bytes) {
       ready = absl::InvalidArgumentError(absl::StrFormat(
@@ -227,7 +227,7 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call, const void* 
 }
 
 absl::Status LocalCommunicator::Enqueue(const Part& part, Stream& stream, absl::Status bad) {
-  if (bad.ok() && stream.native_handle() != nullptr) {
+  if (bad.ok() && stream.is_card()) {
     bad = absl::InvalidArgumentError(absl::StrFormat(
         "%s on rank %d: stream-ordered local collectives need a host or meta stream (on a "
         "card's stream a host callback would block waiting for the peers)",

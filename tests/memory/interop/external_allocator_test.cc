@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "base/units.h"
+#include "memory/simulated_backend.h"
+#include "tests/memory/failing_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -79,6 +81,30 @@ TEST_F(ExternalAllocatorTest, CountsEveryKindOfFailure) {
   EXPECT_THAT(allocator.last_error(), HasSubstr("double free"));
   EXPECT_TRUE(allocator.Deallocate(nullptr, 0, 0, nullptr).ok()) << "free(NULL) is a no-op";
   EXPECT_EQ(allocator.total_errors(), 10u);
+}
+
+// PyTorch passes card numbers: with "cuda:2,0" card 2 is device 0. A
+// backend renumbered that way over host devices routes by the same rule the
+// card's does (Backend::native_id), so a card the system does not use is an
+// error, never another card's memory.
+TEST(ExternalAllocatorNativeIdTest, TheCallersDeviceNumberIsTheNativeId) {
+  auto backend = std::make_unique<testing::FailingBackend>(
+      std::make_unique<HostBackend>(2, 64 * kMiB));
+  backend->Renumber({2, 0});
+  auto system = DeviceSystem::CreateOver(std::move(backend));
+  ASSERT_TRUE(system.ok()) << system.status();
+  ExternalAllocator allocator(system->get(), {});
+  for (const auto& [card, index] : {std::pair{2, 0}, std::pair{0, 1}}) {
+    auto ptr = allocator.Allocate(4096, card, nullptr);
+    ASSERT_TRUE(ptr.ok()) << ptr.status();
+    EXPECT_EQ((*system)->device_of(*ptr), index) << "card " << card;
+    EXPECT_TRUE(allocator.Deallocate(*ptr, 4096, card, nullptr).ok());
+  }
+  EXPECT_EQ(allocator.Allocate(4096, 1, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(allocator.last_error(), HasSubstr("no device 1 (this process uses host devices 2, 0)"));
+  EXPECT_EQ(allocator.errors(ExternalError::kInvalidDevice), 1u);
+  EXPECT_THAT(allocator.StatsJson(), HasSubstr("\"native_id\":2,"));
 }
 
 // The pool's RecordStream semantics are tested with the pools

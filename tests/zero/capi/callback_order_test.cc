@@ -95,6 +95,45 @@ TEST(CallbackOrder, AHostStreamCallReturnsAtOnceAndOrdersTheStream) {
   EXPECT_TRUE(comm->AsyncError().ok());
 }
 
+// A card's stream, CUDA's default one (null handle) included: the call
+// waits for it and runs the function before returning, never as a host
+// callback on it (which would block the card's stream on torch's or NCCL's
+// work). Counts what reaches it.
+class FakeCardStream final : public Stream {
+ public:
+  int device() const override { return 0; }
+  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override {
+    ++enqueued;
+    return absl::OkStatus();
+  }
+  absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
+  absl::Status Fill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::shared_ptr<Event>> Record() override {
+    ++enqueued;
+    return absl::UnimplementedError("not recorded on a card's stream");
+  }
+  absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
+  absl::Status Synchronize() override {
+    ++synchronized;
+    return absl::OkStatus();
+  }
+  bool is_card() const override { return true; }  // native_handle() stays null
+  int enqueued = 0, synchronized = 0;
+};
+
+TEST(CallbackOrder, ACardsDefaultStreamIsWaitedForNotCalledBack) {
+  Log log;
+  auto comm = *CallbackCommunicator::Create(0, 2, Logging(&log));
+  FakeCardStream card;
+  const float send[4] = {1, 2, 3, 4};
+  std::vector<float> recv(8, 0);
+  ASSERT_TRUE(comm->AllGather(send, recv.data(), 4, DType::kF32, &card).ok());
+  EXPECT_EQ(log.runs(), 1u) << "the function ran before the call returned";
+  EXPECT_EQ(card.synchronized, 1);
+  EXPECT_EQ(card.enqueued, 0) << "a host callback (or event) on a card's stream";
+  EXPECT_EQ(std::vector<float>(recv.begin(), recv.begin() + 4), std::vector<float>({1, 2, 3, 4}));
+}
+
 TEST(CallbackOrder, FunctionsRunInTheOrderOfTheCalls) {
   auto system = HostDevice();
   Stream* slow = system->default_stream(0);

@@ -286,9 +286,11 @@ TEST(LocalStreamOrderedTest, MetaStreamsRunTheCallInline) {
   }
 }
 
-// Stands for a card's stream: only native_handle() matters here.
+// Stands for a card's stream: only is_card() matters here. Its handle may
+// be null (CUDA's legacy default stream, as PyTorch's default stream is).
 class FakeCardStream final : public Stream {
  public:
+  explicit FakeCardStream(void* handle) : handle_(handle) {}
   int device() const override { return 0; }
   absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return absl::OkStatus(); }
   absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
@@ -298,19 +300,27 @@ class FakeCardStream final : public Stream {
   }
   absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
   absl::Status Synchronize() override { return absl::OkStatus(); }
-  void* native_handle() const override { return const_cast<FakeCardStream*>(this); }
+  void* native_handle() const override { return handle_; }
+  bool is_card() const override { return true; }
+
+ private:
+  void* const handle_;
 };
 
 TEST(LocalStreamOrderedTest, ACardStreamIsRejectedAndFailsThePeers) {
-  Ranks ranks = MakeRanks(2, absl::Seconds(60));
-  FakeCardStream card;
-  const absl::Status status = ranks.comm(0).Barrier(&card);
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_EQ(std::string(status.message()),
-            "Barrier() on rank 0: stream-ordered local collectives need a host or meta stream "
-            "(on a card's stream a host callback would block waiting for the peers)");
-  EXPECT_EQ(std::string(ranks.comm(1).AsyncError().message()),
-            "collective #1 failed on rank 0: " + std::string(status.message()));
+  int native = 0;
+  for (void* handle : {static_cast<void*>(&native), static_cast<void*>(nullptr)}) {
+    SCOPED_TRACE(handle == nullptr ? "the default stream" : "a created stream");
+    Ranks ranks = MakeRanks(2, absl::Seconds(60));
+    FakeCardStream card(handle);
+    const absl::Status status = ranks.comm(0).Barrier(&card);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_EQ(std::string(status.message()),
+              "Barrier() on rank 0: stream-ordered local collectives need a host or meta stream "
+              "(on a card's stream a host callback would block waiting for the peers)");
+    EXPECT_EQ(std::string(ranks.comm(1).AsyncError().message()),
+              "collective #1 failed on rank 0: " + std::string(status.message()));
+  }
 }
 
 }  // namespace
