@@ -1,4 +1,5 @@
 // Bad input to the engine: a clear error on every rank, never a hang.
+#include <barrier>
 #include <functional>
 #include <string>
 #include <thread>
@@ -155,11 +156,17 @@ TEST_F(EngineErrors, StageThreeFetchAndReleaseMisuse) {
   EngineConfig config = Stage2();
   config.stage = 3;
   config.persistence_threshold = 0;
+  // The misuse fails the group (so a peer never waits for this rank); only
+  // once both ranks are built, or a rank still inside Create's collectives
+  // would get the other's error instead of its own (seen under ASan).
+  std::barrier created(2);
   auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
-    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r, Specs(), config));
-    EXPECT_EQ(engine->param(0).status().code(), absl::StatusCode::kFailedPrecondition)
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Create(comm, d, r, Specs(), config);
+    created.arrive_and_wait();
+    RETURN_IF_ERROR(engine.status());
+    EXPECT_EQ((*engine)->param(0).status().code(), absl::StatusCode::kFailedPrecondition)
         << "not fetched";
-    return r == 0 ? engine->Fetch(9) : engine->Release(1);
+    return r == 0 ? (*engine)->Fetch(9) : (*engine)->Release(1);
   });
   EXPECT_EQ(status[0].code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status[0].message()), HasSubstr("module 9"));
