@@ -65,6 +65,7 @@ absl::Status NcclSequenceCheck::Finish(cudaStream_t stream, absl::Time deadline,
     const cudaError_t state = cudaStreamQuery(stream);
     if (state == cudaSuccess) break;
     if (state != cudaErrorNotReady) return RuntimeStatus(state, "cudaStreamQuery");
+    (void)cudaGetLastError();  // not sticky, but keep the runtime's last error clean
     if (stop.load()) return absl::CancelledError("the communicator was aborted");
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrFormat(
