@@ -78,6 +78,12 @@ class NcclCommunicator final : public Communicator {
   // With mu_ held, released between polls when NCCL answers ncclInProgress.
   absl::Status Issue(const CollectiveCall& call, const void* send, void* recv, cudaStream_t s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NCCL's `result` of `what` as a status; on ncclInProgress (a non-blocking
+  // communicator still enqueueing) first waits until it is done or
+  // `deadline`, without mu_ between polls, so that Abort and the watchdog can
+  // end the wait (an Abort meanwhile freed the comm: its reason is returned).
+  absl::Status AwaitLocked(ncclResult_t result, const std::string& what, absl::Time deadline) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Check(cudaStream_t stream);
   // Poll keeps the first failure and aborts on it.
   absl::Status PollLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -152,12 +158,15 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
       break;
     }
   }
-  const std::string what = absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
-  // A non-blocking communicator may still be enqueueing (e.g. connecting):
-  // wait for it, to the deadline, without mu_ between polls; an Abort that
-  // came meanwhile freed the comm: stop with its reason.
+  // A non-blocking communicator may still be enqueueing (e.g. connecting).
+  return AwaitLocked(result, absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_),
+                     absl::Now() + options_.timeout);
+}
+
+absl::Status NcclCommunicator::AwaitLocked(ncclResult_t result, const std::string& what,
+                                           absl::Time deadline) const {
   if (result != ncclInProgress) return NcclStatus(*api_, result, what.c_str());
-  return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what,
+  return AwaitComm(*api_, comm_, deadline, what,
                    [&](absl::Duration wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
                      mu_.Unlock();
                      absl::SleepFor(wait);
@@ -170,12 +179,17 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
 }
 
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
+  const absl::Time deadline = absl::Now() + options_.check_timeout;
   {
     MutexLock lock(mu_);
     if (!poison_.ok()) return poison_;
-    RETURN_IF_ERROR(check_->Start(*api_, comm_, history_, stream));
+    const std::string what = absl::StrFormat("ncclAllGather (sequence check) on rank %d", rank_);
+    RETURN_IF_ERROR(check_->Start(*api_, comm_, history_, stream,
+                                  [&](ncclResult_t result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                    return AwaitLocked(result, what, deadline);
+                                  }));
   }
-  absl::Status status = check_->Finish(stream, absl::Now() + options_.check_timeout, stop_);
+  absl::Status status = check_->Finish(stream, deadline, stop_);
   if (absl::IsDeadlineExceeded(status)) Abort(status);  // NCCL would wait forever
   return status;
 }

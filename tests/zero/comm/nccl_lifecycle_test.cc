@@ -1,6 +1,7 @@
 // The NCCL backend's waits on a non-blocking communicator (ncclInProgress),
 // its teardown and its failure paths, over the fake NCCL table and fake card
 // of nccl_fakes.h: runs everywhere.
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "tests/zero/comm/nccl_fakes.h"
 #include "zero/comm/nccl_api.h"
 #include "zero/comm/nccl_communicator.h"
+#include "zero/comm/nccl_sequence_check.h"
 
 namespace zero::nccl {
 namespace {
@@ -32,6 +34,100 @@ TEST(NcclStatusTest, AppendsNcclsLastErrorWhenItHasText) {
   EXPECT_EQ(std::string(detailed.message()),
             "ncclAllReduce: fake NCCL error (6); NCCL's last error: socket to peer 10.0.0.2 "
             "closed");
+}
+
+// The sequence check over host memory (copies are memcpy, the stream is
+// always done), noting what the fake communicator said when the copy back
+// was enqueued.
+class HostSequenceCheck final : public NcclSequenceCheck {
+ public:
+  // `gathered` and `host`: Words(1) * world_size each.
+  HostSequenceCheck(int world_size, uint64_t* gathered, uint64_t* host, const FakeComm* comm)
+      : NcclSequenceCheck(0, world_size, 1, gathered, host), comm_(comm) {}
+
+  int copies_back = 0;
+  int polls_left_at_copy_back = 0;  // < 0: the communicator had said it was done
+
+ protected:
+  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                         cudaStream_t) override {
+    if (kind == cudaMemcpyDeviceToHost) {
+      ++copies_back;
+      polls_left_at_copy_back = comm_->in_progress_polls;
+    }
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> StreamDone(cudaStream_t) override { return true; }
+
+ private:
+  const FakeComm* const comm_;
+};
+
+class NcclLifecycleTest : public NcclFakeTest {
+ protected:
+  // The watchdog thread stays out of the way: only the calls poll.
+  static NcclOptions Quiet(int check_every = 0) {
+    return {.check_every = check_every,
+            .check_timeout = absl::Seconds(10),
+            .timeout = absl::Seconds(10),
+            .poll_interval = absl::Hours(1)};
+  }
+  // A world of `ranks` fakes, of which rank 0 gets a communicator (with
+  // `check` if given): the others never call.
+  FakeComm& MakeFakes(int ranks) {
+    for (int r = 0; r < ranks; ++r) {
+      world_.comms.push_back(std::make_unique<FakeComm>());
+      world_.comms.back()->rank = r;
+    }
+    world = &world_;
+    return *world_.comms[0];
+  }
+  Communicator& RankZero(NcclOptions options, std::unique_ptr<NcclSequenceCheck> check = nullptr) {
+    FakeComm* fake = world_.comms[0].get();
+    comms_.push_back(WrapComm(&api_, Handle(fake), 0, static_cast<int>(world_.comms.size()),
+                              std::make_unique<FakeCard>(fake, 0, -1), options, std::move(check)));
+    return *comms_.back();
+  }
+
+  uint64_t gathered_[16] = {};
+  uint64_t host_[16] = {};
+};
+
+// With a non-blocking communicator the check's all-gather answers
+// ncclInProgress: the check waits until the communicator is done, then
+// enqueues its copy back, instead of failing.
+TEST_F(NcclLifecycleTest, SequenceCheckWaitsOutInProgressBeforeItsCopyBack) {
+  FakeComm& fake = MakeFakes(1);
+  auto check = std::make_unique<HostSequenceCheck>(1, gathered_, host_, &fake);
+  HostSequenceCheck& seen = *check;
+  Communicator& comm = RankZero(Quiet(1), std::move(check));
+  fake.enqueue_in_progress = true;  // every call answers ncclInProgress
+  fake.in_progress_polls = 3;
+  const absl::Status status = comm.Barrier(nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(fake.enqueued, 2u);  // the check's all-gather, then the barrier
+  EXPECT_EQ(seen.copies_back, 1);
+  EXPECT_LT(seen.polls_left_at_copy_back, 0);
+  EXPECT_EQ(fake.aborts, 0);
+}
+
+// The check's wait ends at its deadline like any call's.
+TEST_F(NcclLifecycleTest, SequenceCheckInProgressForeverEndsAtItsTimeout) {
+  FakeComm& fake = MakeFakes(1);
+  auto check = std::make_unique<HostSequenceCheck>(1, gathered_, host_, &fake);
+  HostSequenceCheck& seen = *check;
+  NcclOptions options = Quiet(1);
+  options.check_timeout = absl::Milliseconds(30);
+  Communicator& comm = RankZero(options, std::move(check));
+  fake.enqueue_in_progress = true;
+  fake.in_progress_polls = 1 << 30;
+  const absl::Status status = comm.Barrier(nullptr);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("ncclAllGather (sequence check) on rank 0"));
+  EXPECT_EQ(fake.enqueued, 1u);  // the barrier never reached NCCL
+  EXPECT_EQ(seen.copies_back, 0);
+  EXPECT_EQ(comm.Barrier(nullptr), status);
 }
 
 }  // namespace
