@@ -189,9 +189,7 @@ absl::Status NcclCommunicator::Check(cudaStream_t stream) {
                                     return AwaitLocked(result, what, deadline);
                                   }));
   }
-  absl::Status status = check_->Finish(stream, deadline, stop_);
-  if (absl::IsDeadlineExceeded(status)) Abort(status);  // NCCL would wait forever
-  return status;
+  return check_->Finish(stream, deadline, stop_);
 }
 
 // This rank's arguments: a CUDA stream, on the rank's card.
@@ -230,9 +228,10 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
                                              const absl::Status& bad) {
   if (check_ != nullptr && seq % options_.check_every == 0) {
     if (absl::Status status = Check(s); !status.ok()) {
+      // The ranks disagree, or one never came (NCCL would wait forever):
+      // end this rank's work in flight, and the watchdog's watch with it.
       MutexLock lock(mu_);
-      if (poison_.ok()) poison_ = status;
-      stop_ = true;
+      AbortLocked(status);
       return bad.ok() ? status : bad;
     }
   }

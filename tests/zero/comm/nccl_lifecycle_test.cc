@@ -128,6 +128,23 @@ TEST_F(NcclLifecycleTest, SequenceCheckInProgressForeverEndsAtItsTimeout) {
   EXPECT_EQ(fake.enqueued, 1u);  // the barrier never reached NCCL
   EXPECT_EQ(seen.copies_back, 0);
   EXPECT_EQ(comm.Barrier(nullptr), status);
+  EXPECT_EQ(fake.aborts, 1);
+}
+
+// Rank 1 never issued a call (its slot of the exchange stays zero): the
+// check fails naming the mismatch, and the communicator is aborted, not only
+// marked failed, so its work in flight ends.
+TEST_F(NcclLifecycleTest, FailedSequenceCheckAbortsTheCommunicator) {
+  FakeComm& fake = MakeFakes(2);
+  Communicator& comm =
+      RankZero(Quiet(1), std::make_unique<HostSequenceCheck>(2, gathered_, host_, &fake));
+  const absl::Status status = comm.Barrier(nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_EQ(fake.aborts, 1);
+  EXPECT_EQ(fake.enqueued, 1u);  // the check's all-gather only
+  EXPECT_EQ(comm.AsyncError(), status);
+  EXPECT_EQ(comm.Barrier(nullptr), status);
+  EXPECT_EQ(fake.aborts, 1);
 }
 
 }  // namespace
