@@ -1,10 +1,12 @@
 #include "zero/comm/nccl_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/mutex.h"
@@ -15,6 +17,18 @@
 
 namespace zero::nccl {
 namespace {
+
+class NcclCommunicator;
+
+// This thread's GroupStart nesting, and the communicators that enqueued a
+// call since the outermost GroupStart: GroupEnd launches those calls, and a
+// non-blocking communicator answers ncclInProgress until they are enqueued,
+// so GroupEnd waits for each.
+struct ThreadGroup {
+  int depth = 0;
+  std::vector<NcclCommunicator*> comms;
+};
+thread_local ThreadGroup thread_group;
 
 // Thread-safety: Execute runs on the rank's thread; Abort and AsyncError may
 // come from any thread; the watchdog thread polls every
@@ -41,6 +55,7 @@ class NcclCommunicator final : public Communicator {
         watcher_([this] { Watch(); }) {}
 
   ~NcclCommunicator() override {
+    std::erase(thread_group.comms, this);  // destroyed inside this thread's group
     {
       MutexLock lock(mu_);
       closing_ = true;
@@ -66,6 +81,10 @@ class NcclCommunicator final : public Communicator {
     MutexLock lock(mu_);
     return PollLocked();
   }
+  // After ncclGroupEnd (`ended`: its result) launched this communicator's
+  // grouped calls: waits until it is no longer ncclInProgress, to the
+  // timeout; a failure aborts it.
+  absl::Status EndGroup(const absl::Status& ended);
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
@@ -178,6 +197,17 @@ absl::Status NcclCommunicator::AwaitLocked(ncclResult_t result, const std::strin
                    });
 }
 
+absl::Status NcclCommunicator::EndGroup(const absl::Status& ended) {
+  MutexLock lock(mu_);
+  if (!poison_.ok()) return poison_;
+  const absl::Status status =
+      ended.ok() ? AwaitLocked(ncclInProgress, absl::StrFormat("ncclGroupEnd on rank %d", rank_),
+                               absl::Now() + options_.timeout)
+                 : ended;
+  if (!status.ok()) AbortLocked(status);  // its grouped calls never ran, or never will
+  return status;
+}
+
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
   const absl::Time deadline = absl::Now() + options_.check_timeout;
   {
@@ -243,6 +273,11 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
   }
   if (!poison_.ok()) return poison_;
   absl::Status status = Issue(call, send, recv, s);
+  if (status.ok() && thread_group.depth > 0 &&
+      std::find(thread_group.comms.begin(), thread_group.comms.end(), this) ==
+          thread_group.comms.end()) {
+    thread_group.comms.push_back(this);  // GroupEnd waits for it
+  }
   if (status.ok()) {
     absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
     if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());
@@ -253,6 +288,27 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
 }
 
 }  // namespace
+
+absl::Status GroupStart(const NcclApi& api) {
+  RETURN_IF_ERROR(NcclStatus(api, api.GroupStart(), "ncclGroupStart"));
+  ++thread_group.depth;
+  return absl::OkStatus();
+}
+
+absl::Status GroupEnd(const NcclApi& api) {
+  const ncclResult_t result = api.GroupEnd();
+  ThreadGroup& group = thread_group;
+  if (group.depth > 0) --group.depth;
+  // ncclInProgress: launched, and non-blocking communicators still enqueueing.
+  absl::Status status =
+      result == ncclInProgress ? absl::OkStatus() : NcclStatus(api, result, "ncclGroupEnd");
+  if (group.depth > 0) return status;  // an inner group: nothing launched yet
+  const absl::Status ended = status;
+  for (NcclCommunicator* comm : std::exchange(group.comms, {})) {
+    status.Update(comm->EndGroup(ended));
+  }
+  return status;
+}
 
 std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int rank,
                                        int world_size, std::unique_ptr<NcclRankDevice> device,

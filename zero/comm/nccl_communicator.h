@@ -84,8 +84,9 @@ class NcclGroup {
 };
 
 // ncclGroupStart/End: collectives issued by this thread in between, on
-// several communicators, are launched together. Not for engines (see the top
-// of this file). Unavailable without NCCL.
+// several communicators, are launched together; NcclGroupEnd returns once
+// each of those communicators has enqueued them (nccl::GroupEnd below). Not
+// for engines (see the top of this file). Unavailable without NCCL.
 absl::Status NcclGroupStart();
 absl::Status NcclGroupEnd();
 
@@ -101,6 +102,16 @@ std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int 
                                        int world_size, std::unique_ptr<NcclRankDevice> device,
                                        NcclOptions options,
                                        std::unique_ptr<NcclSequenceCheck> check = nullptr);
+
+// What NcclGroupStart/End do, over `api` (tests pass a fake). GroupEnd then
+// waits, each to its options.timeout, until every communicator that enqueued
+// a call on this thread since the outermost GroupStart is no longer
+// ncclInProgress (a non-blocking communicator's grouped calls are enqueued
+// only then); one that fails or times out is aborted, and the first error is
+// returned. Those communicators must outlive the GroupEnd (one destroyed
+// on this thread before then is left out).
+absl::Status GroupStart(const NcclApi& api);
+absl::Status GroupEnd(const NcclApi& api);
 
 using OnCardFn = absl::Status (*)(int ordinal, absl::FunctionRef<absl::Status()> body);
 

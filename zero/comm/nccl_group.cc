@@ -185,13 +185,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateMult
 
 absl::Status NcclGroupStart() {
   ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  return NcclStatus(*api, api->GroupStart(), "ncclGroupStart");
+  return nccl::GroupStart(*api);
 }
 
 absl::Status NcclGroupEnd() {
   ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  const ncclResult_t result = api->GroupEnd();
-  return result == ncclInProgress ? absl::OkStatus() : NcclStatus(*api, result, "ncclGroupEnd");
+  return nccl::GroupEnd(*api);
 }
 
 }  // namespace zero

@@ -34,6 +34,7 @@ struct FakeWorld {
   std::vector<std::unique_ptr<FakeComm>> comms;
   std::atomic<bool> stalled{false};
   std::atomic<int> next_init{0};
+  std::atomic<ncclResult_t> group_end{ncclSuccess};  // what ncclGroupEnd answers
 };
 inline FakeWorld* world = nullptr;
 
@@ -44,12 +45,12 @@ inline ncclResult_t Enqueue(ncclComm_t comm) {
   ++Fake(comm)->enqueued;
   return Fake(comm)->enqueue_in_progress ? ncclInProgress : ncclSuccess;
 }
-inline ncclResult_t FakeAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm,
-                           cudaStream_t) {
+inline ncclResult_t FakeAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                  ncclComm_t comm, cudaStream_t) {
   return Enqueue(comm);
 }
 inline ncclResult_t FakeAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t comm,
-                           cudaStream_t) {
+                                  cudaStream_t) {
   return Enqueue(comm);
 }
 inline ncclResult_t FakeGetAsyncError(ncclComm_t comm, ncclResult_t* result) {
@@ -63,9 +64,12 @@ inline ncclResult_t FakeAbort(ncclComm_t comm) {
 }
 inline ncclResult_t FakeDestroy(ncclComm_t) { return ncclSuccess; }
 inline ncclResult_t FakeGroup() { return ncclSuccess; }
+inline ncclResult_t FakeGroupEnd() {
+  return world != nullptr ? world->group_end.load() : ncclSuccess;
+}
 inline const char* FakeErrorString(ncclResult_t) { return "fake NCCL error"; }
 inline ncclResult_t FakeInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int rank,
-                                ncclConfig_t* config) {
+                                       ncclConfig_t* config) {
   EXPECT_EQ(config->blocking, 0);
   FakeComm& fake = *world->comms[rank];
   *comm = Handle(&fake);
@@ -81,7 +85,7 @@ inline NcclApi FakeApi() {
   api.CommAbort = FakeAbort;
   api.CommDestroy = FakeDestroy;
   api.GroupStart = FakeGroup;
-  api.GroupEnd = FakeGroup;
+  api.GroupEnd = FakeGroupEnd;
   api.GetErrorString = FakeErrorString;
   api.CommInitRankConfig = FakeInitRankConfig;
   return api;

@@ -147,5 +147,42 @@ TEST_F(NcclLifecycleTest, FailedSequenceCheckAbortsTheCommunicator) {
   EXPECT_EQ(fake.aborts, 1);
 }
 
+// One thread drives two ranks inside a group; with non-blocking
+// communicators ncclGroupEnd answers ncclInProgress, and GroupEnd returns
+// only once every communicator of the group said it is done (an inner
+// group's end launches nothing, so waits for none).
+TEST_F(NcclLifecycleTest, GroupEndWaitsForEveryCommunicatorOfTheGroup) {
+  MakeWorld(2, Quiet());
+  world_.group_end = ncclInProgress;
+  ASSERT_TRUE(GroupStart(api_).ok());
+  ASSERT_TRUE(GroupStart(api_).ok());
+  for (auto& comm : comms_) ASSERT_TRUE(comm->Barrier(nullptr).ok());
+  for (auto& fake : world_.comms) fake->in_progress_polls = 3;
+  ASSERT_TRUE(GroupEnd(api_).ok());
+  EXPECT_EQ(world_.comms[0]->in_progress_polls, 3);
+  const absl::Status status = GroupEnd(api_);
+  EXPECT_TRUE(status.ok()) << status;
+  for (auto& fake : world_.comms) {
+    EXPECT_LT(fake->in_progress_polls, 0);
+    EXPECT_EQ(fake->aborts, 0);
+  }
+}
+
+TEST_F(NcclLifecycleTest, GroupEndInProgressForeverTimesOutAndAbortsThatCommunicator) {
+  NcclOptions options = Quiet();
+  options.timeout = absl::Milliseconds(30);
+  MakeWorld(2, options);
+  world_.group_end = ncclInProgress;
+  ASSERT_TRUE(GroupStart(api_).ok());
+  for (auto& comm : comms_) ASSERT_TRUE(comm->Barrier(nullptr).ok());
+  world_.comms[1]->in_progress_polls = 1 << 30;  // its peers never come
+  const absl::Status status = GroupEnd(api_);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("ncclGroupEnd on rank 1"));
+  EXPECT_EQ(world_.comms[0]->aborts, 0);
+  EXPECT_EQ(world_.comms[1]->aborts, 1);
+  EXPECT_EQ(comms_[1]->AsyncError(), status);
+}
+
 }  // namespace
 }  // namespace zero::nccl
