@@ -55,6 +55,7 @@ absl::StatusOr<NcclApi> Load() {
   Resolve(library, "ncclCommAbort", &api.CommAbort);
   Resolve(library, "ncclCommGetAsyncError", &api.CommGetAsyncError);
   Resolve(library, "ncclCommInitRankConfig", &api.CommInitRankConfig);
+  Resolve(library, "ncclCommFinalize", &api.CommFinalize);
   Resolve(library, "ncclGetLastError", &api.GetLastError);
   if (api.GetVersion(&api.version) != ncclSuccess || api.version < kMinVersion) {
     dlclose(library);

@@ -34,11 +34,13 @@ struct NcclApi {
   // Optional: nullptr when the library lacks them. Without
   // CommInitRankConfig (before 2.14) communicators are blocking and
   // initialization has no timeout; without CommAbort or CommGetAsyncError
-  // the watchdog can only report a hang, not end it; without GetLastError
-  // (before 2.13) errors carry only GetErrorString's words.
+  // the watchdog can only report a hang, not end it; without CommFinalize
+  // (before 2.14) a healthy communicator is destroyed at once; without
+  // GetLastError (before 2.13) errors carry only GetErrorString's words.
   decltype(&::ncclCommAbort) CommAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
   decltype(&::ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&::ncclCommFinalize) CommFinalize = nullptr;
   decltype(&::ncclGetLastError) GetLastError = nullptr;
 };
 

@@ -59,16 +59,17 @@ class NcclCommunicator final : public Communicator {
     {
       MutexLock lock(mu_);
       closing_ = true;
-      // ncclCommDestroy would wait for collectives a peer may never join.
-      if (PollLocked().ok() && watchdog_.pending() > 0) {
-        AbortLocked(absl::CancelledError("destroyed with collectives in flight"));
-      }
     }
     wake_.notify_all();
     watcher_.join();
-    if (!aborted_)
-      (void)device_->OnCard(
-          [&] { return NcclStatus(*api_, api_->CommDestroy(comm_), "ncclCommDestroy"); });
+    const absl::Status card = device_->OnCard([this] {
+      Close();
+      return absl::OkStatus();
+    });
+    if (!card.ok()) {
+      MutexLock lock(mu_);
+      AbortLocked(card);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -104,6 +105,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status AwaitLocked(ncclResult_t result, const std::string& what, absl::Time deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Check(cudaStream_t stream);
+  // NCCL's teardown, with the card current: a failed communicator is
+  // aborted; a healthy one finalized, then destroyed.
+  void Close();
   // Poll keeps the first failure and aborts on it.
   absl::Status PollLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortLocked(absl::Status reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -121,7 +125,6 @@ class NcclCommunicator final : public Communicator {
   mutable Mutex mu_;
   mutable NcclWatchdog watchdog_ ABSL_GUARDED_BY(mu_);
   mutable absl::Status poison_ ABSL_GUARDED_BY(mu_);  // the first failure
-  // Read unlocked by the destructor once watcher_ ended.
   mutable bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -206,6 +209,31 @@ absl::Status NcclCommunicator::EndGroup(const absl::Status& ended) {
                  : ended;
   if (!status.ok()) AbortLocked(status);  // its grouped calls never ran, or never will
   return status;
+}
+
+// A failed communicator (poisoned, an async error, collectives in flight
+// that a peer may never join: ncclCommDestroy would wait for them) ends with
+// ncclCommAbort. A healthy one is finalized (its work flushed; a non-blocking
+// one says ncclInProgress until the group is quiescent, waited for to the
+// timeout), after which ncclCommDestroy waits on no one; a finalize that
+// fails or times out aborts instead. Without ncclCommFinalize it is destroyed
+// at once.
+void NcclCommunicator::Close() {
+  MutexLock lock(mu_);
+  if (PollLocked().ok() && watchdog_.pending() > 0) {
+    AbortLocked(absl::CancelledError("destroyed with collectives in flight"));
+  }
+  if (poison_.ok() && api_->CommFinalize != nullptr) {
+    const std::string what = absl::StrFormat("ncclCommFinalize on rank %d", rank_);
+    const absl::Status finalized =
+        AwaitLocked(api_->CommFinalize(comm_), what, absl::Now() + options_.timeout);
+    if (!finalized.ok()) AbortLocked(finalized);
+  }
+  if (poison_.ok()) {
+    (void)api_->CommDestroy(comm_);
+  } else {
+    AbortLocked(poison_);  // unless done already; without ncclCommAbort the comm is left
+  }
 }
 
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {

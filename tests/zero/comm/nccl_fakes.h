@@ -27,6 +27,10 @@ struct FakeComm {
   std::atomic<int> in_progress_polls{0};  // GetAsyncError says ncclInProgress this often
   std::atomic<int> aborts{0};
   std::atomic<bool> enqueue_in_progress{false};  // calls answer ncclInProgress
+  std::atomic<ncclResult_t> finalize_result{ncclSuccess};  // what ncclCommFinalize answers
+  std::atomic<int> finalizes{0};
+  std::atomic<int> destroys{0};
+  std::atomic<int> polls_left_at_destroy{0};  // in_progress_polls then: < 0 when done
 };
 
 // The world the fake functions see (they are plain function pointers).
@@ -62,7 +66,15 @@ inline ncclResult_t FakeAbort(ncclComm_t comm) {
   ++Fake(comm)->aborts;
   return ncclSuccess;
 }
-inline ncclResult_t FakeDestroy(ncclComm_t) { return ncclSuccess; }
+inline ncclResult_t FakeFinalize(ncclComm_t comm) {
+  ++Fake(comm)->finalizes;
+  return Fake(comm)->finalize_result;
+}
+inline ncclResult_t FakeDestroy(ncclComm_t comm) {
+  ++Fake(comm)->destroys;
+  Fake(comm)->polls_left_at_destroy = Fake(comm)->in_progress_polls.load();
+  return ncclSuccess;
+}
 inline ncclResult_t FakeGroup() { return ncclSuccess; }
 inline ncclResult_t FakeGroupEnd() {
   return world != nullptr ? world->group_end.load() : ncclSuccess;
@@ -83,6 +95,7 @@ inline NcclApi FakeApi() {
   api.AllGather = FakeAllGather;
   api.CommGetAsyncError = FakeGetAsyncError;
   api.CommAbort = FakeAbort;
+  api.CommFinalize = FakeFinalize;
   api.CommDestroy = FakeDestroy;
   api.GroupStart = FakeGroup;
   api.GroupEnd = FakeGroupEnd;

@@ -184,5 +184,67 @@ TEST_F(NcclLifecycleTest, GroupEndInProgressForeverTimesOutAndAbortsThatCommunic
   EXPECT_EQ(comms_[1]->AsyncError(), status);
 }
 
+// A healthy communicator ends with ncclCommFinalize, waited out while it
+// says ncclInProgress, and only then ncclCommDestroy.
+TEST_F(NcclLifecycleTest, HealthyTeardownFinalizesWaitsThenDestroys) {
+  FakeComm& fake = MakeFakes(1);
+  RankZero(Quiet());
+  ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
+  fake.finalize_result = ncclInProgress;
+  fake.in_progress_polls = 3;
+  comms_.clear();
+  EXPECT_EQ(fake.finalizes, 1);
+  EXPECT_EQ(fake.destroys, 1);
+  EXPECT_LT(fake.polls_left_at_destroy, 0);  // destroyed after it said done
+  EXPECT_EQ(fake.aborts, 0);
+}
+
+// Older libraries have no ncclCommFinalize: destroyed at once.
+TEST_F(NcclLifecycleTest, TeardownWithoutFinalizeDestroys) {
+  NcclApi api = FakeApi();
+  api.CommFinalize = nullptr;
+  FakeComm& fake = MakeFakes(1);
+  comms_.push_back(WrapComm(&api, Handle(&fake), 0, 1, std::make_unique<FakeCard>(&fake, 0, -1),
+                            Quiet()));
+  comms_.clear();
+  EXPECT_EQ(fake.destroys, 1);
+  EXPECT_EQ(fake.aborts, 0);
+}
+
+TEST_F(NcclLifecycleTest, FinalizeThatNeverEndsIsAbortedNotDestroyed) {
+  NcclOptions options = Quiet();
+  options.timeout = absl::Milliseconds(30);
+  FakeComm& fake = MakeFakes(1);
+  RankZero(options);
+  fake.finalize_result = ncclInProgress;
+  fake.in_progress_polls = 1 << 30;  // a peer never finalizes
+  comms_.clear();
+  EXPECT_EQ(fake.finalizes, 1);
+  EXPECT_EQ(fake.destroys, 0);
+  EXPECT_EQ(fake.aborts, 1);
+}
+
+TEST_F(NcclLifecycleTest, FailedFinalizeIsAbortedNotDestroyed) {
+  FakeComm& fake = MakeFakes(1);
+  RankZero(Quiet());
+  fake.finalize_result = ncclRemoteError;
+  comms_.clear();
+  EXPECT_EQ(fake.destroys, 0);
+  EXPECT_EQ(fake.aborts, 1);
+}
+
+// A communicator that failed (here NCCL's asynchronous error, seen first at
+// teardown) is aborted: neither finalized nor destroyed.
+TEST_F(NcclLifecycleTest, FailedCommunicatorIsAbortedAtTeardown) {
+  FakeComm& fake = MakeFakes(1);
+  RankZero(Quiet());
+  ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
+  fake.async = ncclSystemError;
+  comms_.clear();
+  EXPECT_EQ(fake.finalizes, 0);
+  EXPECT_EQ(fake.destroys, 0);
+  EXPECT_EQ(fake.aborts, 1);
+}
+
 }  // namespace
 }  // namespace zero::nccl
