@@ -113,6 +113,17 @@ std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int 
 absl::Status GroupStart(const NcclApi& api);
 absl::Status GroupEnd(const NcclApi& api);
 
+using MakeDeviceFn = absl::StatusOr<std::unique_ptr<NcclRankDevice>> (*)(int ordinal);
+
+// Takes ownership of comms[i] (initialized: rank first_rank + i of
+// `world_size` on devices[i]) and wraps each (WrapComm, with a sequence
+// check when options.check_every > 0). When a rank's device or check cannot
+// be made, returns that error; the comms not yet wrapped are destroyed.
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
+    const NcclApi* api, std::vector<ncclComm_t> comms, int first_rank, int world_size,
+    absl::Span<const int> devices, const NcclOptions& options,
+    MakeDeviceFn make_device = MakeCudaRankDevice);
+
 using OnCardFn = absl::Status (*)(int ordinal, absl::FunctionRef<absl::Status()> body);
 
 // Initializes ranks first_rank + i on devices[i] of a world of `world_size`

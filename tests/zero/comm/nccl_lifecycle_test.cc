@@ -246,5 +246,26 @@ TEST_F(NcclLifecycleTest, FailedCommunicatorIsAbortedAtTeardown) {
   EXPECT_EQ(fake.aborts, 1);
 }
 
+absl::StatusOr<std::unique_ptr<NcclRankDevice>> AnyCard(int ordinal) {
+  FakeComm* fake = world->comms[ordinal].get();
+  return std::unique_ptr<NcclRankDevice>(std::make_unique<FakeCard>(fake, ordinal, -1));
+}
+
+// Without the sequence check (check_every = 0, the default) every rank is
+// wrapped: no check is not an error.
+TEST_F(NcclLifecycleTest, WrapMakesEveryRank) {
+  MakeFakes(2);
+  std::vector<ncclComm_t> handles;
+  for (auto& fake : world_.comms) handles.push_back(Handle(fake.get()));
+  const std::vector<int> cards = {0, 1};
+  auto group = WrapComms(&api_, handles, 0, 2, cards, Quiet(), AnyCard);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->size(), 2u);
+  EXPECT_EQ((*group)[1]->rank(), 1);
+  EXPECT_EQ((*group)[1]->world_size(), 2);
+  group->clear();
+  for (auto& fake : world_.comms) EXPECT_EQ(fake->destroys, 1);
+}
+
 }  // namespace
 }  // namespace zero::nccl
