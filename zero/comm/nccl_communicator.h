@@ -118,7 +118,8 @@ using MakeDeviceFn = absl::StatusOr<std::unique_ptr<NcclRankDevice>> (*)(int ord
 // Takes ownership of comms[i] (initialized: rank first_rank + i of
 // `world_size` on devices[i]) and wraps each (WrapComm, with a sequence
 // check when options.check_every > 0). When a rank's device or check cannot
-// be made, returns that error; the comms not yet wrapped are destroyed.
+// be made, every comm is aborted, wrapped or not (its peers would wait for
+// the missing rank), and that error is returned.
 absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
     const NcclApi* api, std::vector<ncclComm_t> comms, int first_rank, int world_size,
     absl::Span<const int> devices, const NcclOptions& options,

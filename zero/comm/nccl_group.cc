@@ -95,6 +95,20 @@ absl::Status StartInit(const NcclApi& api, const ncclUniqueId& id, int first_ran
 }  // namespace
 
 namespace nccl {
+namespace {
+
+// Ends a communicator that failed or whose peers may never come with
+// ncclCommAbort: ncclCommDestroy could wait on them forever (a library
+// without ncclCommAbort can only destroy).
+void AbortComm(const NcclApi& api, ncclComm_t comm) {
+  if (api.CommAbort != nullptr) {
+    api.CommAbort(comm);
+  } else {
+    api.CommDestroy(comm);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
     const NcclApi* api, std::vector<ncclComm_t> comms, int first_rank, int world_size,
@@ -112,7 +126,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
       if (made.ok()) check = *std::move(made);
     }
     if (!status.ok()) {
-      for (size_t j = i; j < comms.size(); ++j) api->CommDestroy(comms[j]);
+      // The group is incomplete, so every rank's peers (in this process and
+      // others) wait in vain: abort all, wrapped or not.
+      for (std::unique_ptr<Communicator>& comm : group) comm->Abort(status);
+      for (size_t j = i; j < comms.size(); ++j) AbortComm(*api, comms[j]);
       return status;
     }
     group.push_back(WrapComm(api, comms[i], first_rank + i, world_size, *std::move(device),
@@ -135,12 +152,7 @@ absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const nccl
   }
   if (status.ok()) return comms;
   for (ncclComm_t comm : comms) {  // abort, not destroy: a peer may never come
-    if (comm == nullptr) continue;
-    if (api.CommAbort != nullptr) {
-      api.CommAbort(comm);
-    } else {
-      api.CommDestroy(comm);
-    }
+    if (comm != nullptr) AbortComm(api, comm);
   }
   return status;
 }

@@ -267,5 +267,29 @@ TEST_F(NcclLifecycleTest, WrapMakesEveryRank) {
   for (auto& fake : world_.comms) EXPECT_EQ(fake->destroys, 1);
 }
 
+// Only card 0 can be used.
+absl::StatusOr<std::unique_ptr<NcclRankDevice>> CardZeroOnly(int ordinal) {
+  if (ordinal != 0) return absl::UnavailableError("CUDA card 1 is gone");
+  FakeComm* fake = world->comms[0].get();
+  return std::unique_ptr<NcclRankDevice>(std::make_unique<FakeCard>(fake, 0, -1));
+}
+
+// Rank 1's device cannot be made, so the group can never run: every comm is
+// aborted (rank 0's, already wrapped, too); none is destroyed, since
+// ncclCommDestroy could wait on the missing peer forever.
+TEST_F(NcclLifecycleTest, WrapFailureAbortsEveryComm) {
+  MakeFakes(3);
+  std::vector<ncclComm_t> handles;
+  for (auto& fake : world_.comms) handles.push_back(Handle(fake.get()));
+  const std::vector<int> cards = {0, 1, 2};
+  auto group = WrapComms(&api_, handles, 0, 3, cards, Quiet(), CardZeroOnly);
+  EXPECT_TRUE(absl::IsUnavailable(group.status())) << group.status();
+  for (auto& fake : world_.comms) {
+    EXPECT_EQ(fake->aborts, 1) << "rank " << fake->rank;
+    EXPECT_EQ(fake->finalizes, 0) << "rank " << fake->rank;
+    EXPECT_EQ(fake->destroys, 0) << "rank " << fake->rank;
+  }
+}
+
 }  // namespace
 }  // namespace zero::nccl
