@@ -143,7 +143,11 @@ void NcclCommunicator::AbortLocked(absl::Status reason) const {
 
 absl::Status NcclCommunicator::PollLocked() const {
   if (!poison_.ok() || aborted_) return poison_;
-  absl::Status status = watchdog_.Poll(absl::Now());
+  // The markers are the card's CUDA events: queried or destroyed on a
+  // thread with no card current (the watchdog's, a caller's of AsyncError),
+  // the runtime would create a context on card 0 for them.
+  absl::Status status = device_->OnCard(
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watchdog_.Poll(absl::Now()); });
   if (!status.ok()) AbortLocked(status);
   return status;
 }
@@ -234,6 +238,7 @@ void NcclCommunicator::Close() {
   } else {
     AbortLocked(poison_);  // unless done already; without ncclCommAbort the comm is left
   }
+  watchdog_.Clear();  // their events go while the card is current
 }
 
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {

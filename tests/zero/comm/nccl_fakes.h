@@ -39,8 +39,12 @@ struct FakeWorld {
   std::atomic<bool> stalled{false};
   std::atomic<int> next_init{0};
   std::atomic<ncclResult_t> group_end{ncclSuccess};  // what ncclGroupEnd answers
+  std::atomic<int> marker_calls{0};  // markers queried or destroyed
+  std::atomic<int> marker_calls_off_card{0};  // ... without their card current
 };
 inline FakeWorld* world = nullptr;
+// The card a FakeCard made current on this thread (-1: none).
+inline thread_local int current_card = -1;
 
 inline FakeComm* Fake(ncclComm_t comm) { return reinterpret_cast<FakeComm*>(comm); }
 inline ncclComm_t Handle(FakeComm* comm) { return reinterpret_cast<ncclComm_t>(comm); }
@@ -105,10 +109,14 @@ inline NcclApi FakeApi() {
 }
 
 // Done once every rank enqueued collective `seq` (1-based), as with NCCL.
+// Counts the calls made without its card current (a real event's would
+// create a context on card 0).
 class FakeMarker final : public ProgressMarker {
  public:
-  explicit FakeMarker(uint64_t seq) : seq_(seq) {}
+  FakeMarker(uint64_t seq, int card) : seq_(seq), card_(card) {}
+  ~FakeMarker() override { Count(); }
   absl::StatusOr<bool> Done() override {
+    Count();
     if (world->stalled) return false;
     for (const auto& comm : world->comms) {
       if (comm->enqueued < seq_) return false;
@@ -117,7 +125,14 @@ class FakeMarker final : public ProgressMarker {
   }
 
  private:
+  void Count() const {
+    if (world == nullptr) return;
+    ++world->marker_calls;
+    if (current_card != card_) ++world->marker_calls_off_card;
+  }
+
   const uint64_t seq_;
+  const int card_;
 };
 
 class FakeCard final : public NcclRankDevice {
@@ -126,9 +141,15 @@ class FakeCard final : public NcclRankDevice {
       : comm_(comm), ordinal_(ordinal), stream_ordinal_(stream_ordinal) {}
   int ordinal() const override { return ordinal_; }
   int StreamOrdinal(cudaStream_t) const override { return stream_ordinal_; }
-  absl::Status OnCard(absl::FunctionRef<absl::Status()> body) override { return body(); }
+  absl::Status OnCard(absl::FunctionRef<absl::Status()> body) override {
+    const int caller = current_card;
+    current_card = ordinal_;
+    absl::Status status = body();
+    current_card = caller;
+    return status;
+  }
   absl::StatusOr<std::unique_ptr<ProgressMarker>> Mark(cudaStream_t) override {
-    return std::make_unique<FakeMarker>(comm_->enqueued);
+    return std::make_unique<FakeMarker>(comm_->enqueued, ordinal_);
   }
   float* scratch() override { return &scratch_; }
 

@@ -55,6 +55,24 @@ TEST_F(NcclWatchdogTest, DestroyedWithWorkInFlightAbortsInsteadOfWaiting) {
   EXPECT_EQ(world_.comms[0]->aborts, 1);
 }
 
+// The markers (CUDA events on a card) are queried and destroyed with the
+// rank's card current on every thread: the watchdog's, AsyncError's caller's,
+// the rank's, the destroying one's.
+TEST_F(NcclWatchdogTest, MarkersAreUsedWithTheRanksCardCurrent) {
+  MakeWorld(2, {.timeout = absl::Seconds(30), .poll_interval = absl::Milliseconds(1)});
+  ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (world_.marker_calls == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_GT(world_.marker_calls, 0);  // the watchdog thread's polls
+  EXPECT_EQ(world_.marker_calls_off_card, 0);
+  ASSERT_TRUE(comms_[1]->Barrier(nullptr).ok());
+  ASSERT_TRUE(comms_[1]->Barrier(nullptr).ok());  // rank 0 never joins this one
+  EXPECT_TRUE(comms_[0]->AsyncError().ok());
+  EXPECT_TRUE(comms_[1]->AsyncError().ok());
+  comms_.clear();  // rank 1's last marker is still pending: destroyed now
+  EXPECT_EQ(world_.marker_calls_off_card, 0);
+}
+
 TEST_F(NcclWatchdogTest, FinishedCollectivesNeverTimeOut) {
   MakeWorld(1);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
