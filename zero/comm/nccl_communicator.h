@@ -16,7 +16,12 @@
 // ncclCommAbort (the stream then drains) and every later call and
 // AsyncError() return that error: DeadlineExceeded naming the rank and the
 // collective, or NCCL's error. Each rank's watchdog ends its own rank, so
-// every rank of a failed group gets an error.
+// every rank of a failed group gets an error. A call NCCL answers with
+// ncclInProgress is waited out (to `timeout`, abortable) before anything
+// else reaches the communicator or its stream. Destruction finalizes a
+// healthy communicator (ncclCommFinalize, waited for to `timeout`) before
+// ncclCommDestroy; a failed one, or one whose finalize fails or times out,
+// is aborted instead.
 //
 // Several cards in one process: one thread per rank, each driving its own
 // communicator (as engines do). The single-thread pattern (one thread
