@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 
@@ -52,6 +55,8 @@ absl::StatusOr<NcclApi> Load() {
   Resolve(library, "ncclCommAbort", &api.CommAbort);
   Resolve(library, "ncclCommGetAsyncError", &api.CommGetAsyncError);
   Resolve(library, "ncclCommInitRankConfig", &api.CommInitRankConfig);
+  Resolve(library, "ncclCommFinalize", &api.CommFinalize);
+  Resolve(library, "ncclGetLastError", &api.GetLastError);
   if (api.GetVersion(&api.version) != ncclSuccess || api.version < kMinVersion) {
     dlclose(library);
     return absl::UnavailableError(
@@ -70,8 +75,14 @@ absl::StatusOr<const NcclApi*> GetNcclApi() {
 
 absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* what) {
   if (result == ncclSuccess) return absl::OkStatus();
-  const std::string message =
+  std::string message =
       absl::StrFormat("%s: %s (%d)", what, api.GetErrorString(result), static_cast<int>(result));
+  // GetErrorString names only the code ("unhandled system error"); the
+  // detail is in NCCL's last error (its argument is unused: null is fine).
+  const char* last = api.GetLastError != nullptr ? api.GetLastError(nullptr) : nullptr;
+  const absl::string_view detail =
+      absl::StripAsciiWhitespace(last != nullptr ? absl::string_view(last) : "");
+  if (!detail.empty()) absl::StrAppend(&message, "; NCCL's last error: ", detail);
   if (result == ncclInvalidArgument || result == ncclInvalidUsage) {
     return absl::InvalidArgumentError(message);
   }

@@ -34,10 +34,14 @@ struct NcclApi {
   // Optional: nullptr when the library lacks them. Without
   // CommInitRankConfig (before 2.14) communicators are blocking and
   // initialization has no timeout; without CommAbort or CommGetAsyncError
-  // the watchdog can only report a hang, not end it.
+  // the watchdog can only report a hang, not end it; without CommFinalize
+  // (before 2.14) a healthy communicator is destroyed at once; without
+  // GetLastError (before 2.13) errors carry only GetErrorString's words.
   decltype(&::ncclCommAbort) CommAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
   decltype(&::ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&::ncclCommFinalize) CommFinalize = nullptr;
+  decltype(&::ncclGetLastError) GetLastError = nullptr;
 };
 
 // Loads the library once per process (thread-safe; never unloaded).
@@ -46,7 +50,9 @@ struct NcclApi {
 absl::StatusOr<const NcclApi*> GetNcclApi();
 
 // OK for ncclSuccess; else "what: <NCCL's message> (code)" as InvalidArgument
-// (invalid argument or usage) or Internal.
+// (invalid argument or usage) or Internal, followed by "; NCCL's last error:
+// <text>" when GetLastError has text (NCCL's latest error message, process
+// wide: usually this failure's detail, e.g. which peer or socket).
 absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, const char* what);
 
 // Waits while a non-blocking communicator reports ncclInProgress (after its

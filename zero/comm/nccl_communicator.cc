@@ -1,10 +1,12 @@
 #include "zero/comm/nccl_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/mutex.h"
@@ -15,6 +17,18 @@
 
 namespace zero::nccl {
 namespace {
+
+class NcclCommunicator;
+
+// This thread's GroupStart nesting, and the communicators that enqueued a
+// call since the outermost GroupStart: GroupEnd launches those calls, and a
+// non-blocking communicator answers ncclInProgress until they are enqueued,
+// so GroupEnd waits for each.
+struct ThreadGroup {
+  int depth = 0;
+  std::vector<NcclCommunicator*> comms;
+};
+thread_local ThreadGroup thread_group;
 
 // Thread-safety: Execute runs on the rank's thread; Abort and AsyncError may
 // come from any thread; the watchdog thread polls every
@@ -41,19 +55,21 @@ class NcclCommunicator final : public Communicator {
         watcher_([this] { Watch(); }) {}
 
   ~NcclCommunicator() override {
+    std::erase(thread_group.comms, this);  // destroyed inside this thread's group
     {
       MutexLock lock(mu_);
       closing_ = true;
-      // ncclCommDestroy would wait for collectives a peer may never join.
-      if (PollLocked().ok() && watchdog_.pending() > 0) {
-        AbortLocked(absl::CancelledError("destroyed with collectives in flight"));
-      }
     }
     wake_.notify_all();
     watcher_.join();
-    if (!aborted_)
-      (void)device_->OnCard(
-          [&] { return NcclStatus(*api_, api_->CommDestroy(comm_), "ncclCommDestroy"); });
+    const absl::Status card = device_->OnCard([this] {
+      Close();
+      return absl::OkStatus();
+    });
+    if (!card.ok()) {
+      MutexLock lock(mu_);
+      AbortLocked(card);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -66,6 +82,10 @@ class NcclCommunicator final : public Communicator {
     MutexLock lock(mu_);
     return PollLocked();
   }
+  // After ncclGroupEnd (`ended`: its result) launched this communicator's
+  // grouped calls: waits until it is no longer ncclInProgress, to the
+  // timeout; a failure aborts it.
+  absl::Status EndGroup(const absl::Status& ended);
 
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
@@ -78,7 +98,16 @@ class NcclCommunicator final : public Communicator {
   // With mu_ held, released between polls when NCCL answers ncclInProgress.
   absl::Status Issue(const CollectiveCall& call, const void* send, void* recv, cudaStream_t s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NCCL's `result` of `what` as a status; on ncclInProgress (a non-blocking
+  // communicator still enqueueing) first waits until it is done or
+  // `deadline`, without mu_ between polls, so that Abort and the watchdog can
+  // end the wait (an Abort meanwhile freed the comm: its reason is returned).
+  absl::Status AwaitLocked(ncclResult_t result, const std::string& what, absl::Time deadline) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Check(cudaStream_t stream);
+  // NCCL's teardown, with the card current: a failed communicator is
+  // aborted; a healthy one finalized, then destroyed.
+  void Close();
   // Poll keeps the first failure and aborts on it.
   absl::Status PollLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortLocked(absl::Status reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -96,7 +125,6 @@ class NcclCommunicator final : public Communicator {
   mutable Mutex mu_;
   mutable NcclWatchdog watchdog_ ABSL_GUARDED_BY(mu_);
   mutable absl::Status poison_ ABSL_GUARDED_BY(mu_);  // the first failure
-  // Read unlocked by the destructor once watcher_ ended.
   mutable bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -115,7 +143,11 @@ void NcclCommunicator::AbortLocked(absl::Status reason) const {
 
 absl::Status NcclCommunicator::PollLocked() const {
   if (!poison_.ok() || aborted_) return poison_;
-  absl::Status status = watchdog_.Poll(absl::Now());
+  // The markers are the card's CUDA events: queried or destroyed on a
+  // thread with no card current (the watchdog's, a caller's of AsyncError),
+  // the runtime would create a context on card 0 for them.
+  absl::Status status = device_->OnCard(
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watchdog_.Poll(absl::Now()); });
   if (!status.ok()) AbortLocked(status);
   return status;
 }
@@ -152,12 +184,15 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
       break;
     }
   }
-  const std::string what = absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_);
-  // A non-blocking communicator may still be enqueueing (e.g. connecting):
-  // wait for it, to the deadline, without mu_ between polls; an Abort that
-  // came meanwhile freed the comm: stop with its reason.
+  // A non-blocking communicator may still be enqueueing (e.g. connecting).
+  return AwaitLocked(result, absl::StrFormat("nccl%s on rank %d", Name(call.kind), rank_),
+                     absl::Now() + options_.timeout);
+}
+
+absl::Status NcclCommunicator::AwaitLocked(ncclResult_t result, const std::string& what,
+                                           absl::Time deadline) const {
   if (result != ncclInProgress) return NcclStatus(*api_, result, what.c_str());
-  return AwaitComm(*api_, comm_, absl::Now() + options_.timeout, what,
+  return AwaitComm(*api_, comm_, deadline, what,
                    [&](absl::Duration wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
                      mu_.Unlock();
                      absl::SleepFor(wait);
@@ -169,15 +204,55 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
                    });
 }
 
+absl::Status NcclCommunicator::EndGroup(const absl::Status& ended) {
+  MutexLock lock(mu_);
+  if (!poison_.ok()) return poison_;
+  const absl::Status status =
+      ended.ok() ? AwaitLocked(ncclInProgress, absl::StrFormat("ncclGroupEnd on rank %d", rank_),
+                               absl::Now() + options_.timeout)
+                 : ended;
+  if (!status.ok()) AbortLocked(status);  // its grouped calls never ran, or never will
+  return status;
+}
+
+// A failed communicator (poisoned, an async error, collectives in flight
+// that a peer may never join: ncclCommDestroy would wait for them) ends with
+// ncclCommAbort. A healthy one is finalized (its work flushed; a non-blocking
+// one says ncclInProgress until the group is quiescent, waited for to the
+// timeout), after which ncclCommDestroy waits on no one; a finalize that
+// fails or times out aborts instead. Without ncclCommFinalize it is destroyed
+// at once.
+void NcclCommunicator::Close() {
+  MutexLock lock(mu_);
+  if (PollLocked().ok() && watchdog_.pending() > 0) {
+    AbortLocked(absl::CancelledError("destroyed with collectives in flight"));
+  }
+  if (poison_.ok() && api_->CommFinalize != nullptr) {
+    const std::string what = absl::StrFormat("ncclCommFinalize on rank %d", rank_);
+    const absl::Status finalized =
+        AwaitLocked(api_->CommFinalize(comm_), what, absl::Now() + options_.timeout);
+    if (!finalized.ok()) AbortLocked(finalized);
+  }
+  if (poison_.ok()) {
+    (void)api_->CommDestroy(comm_);
+  } else {
+    AbortLocked(poison_);  // unless done already; without ncclCommAbort the comm is left
+  }
+  watchdog_.Clear();  // their events go while the card is current
+}
+
 absl::Status NcclCommunicator::Check(cudaStream_t stream) {
+  const absl::Time deadline = absl::Now() + options_.check_timeout;
   {
     MutexLock lock(mu_);
     if (!poison_.ok()) return poison_;
-    RETURN_IF_ERROR(check_->Start(*api_, comm_, history_, stream));
+    const std::string what = absl::StrFormat("ncclAllGather (sequence check) on rank %d", rank_);
+    RETURN_IF_ERROR(check_->Start(*api_, comm_, history_, stream,
+                                  [&](ncclResult_t result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                    return AwaitLocked(result, what, deadline);
+                                  }));
   }
-  absl::Status status = check_->Finish(stream, absl::Now() + options_.check_timeout, stop_);
-  if (absl::IsDeadlineExceeded(status)) Abort(status);  // NCCL would wait forever
-  return status;
+  return check_->Finish(stream, deadline, stop_);
 }
 
 // This rank's arguments: a CUDA stream, on the rank's card.
@@ -216,9 +291,10 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
                                              const absl::Status& bad) {
   if (check_ != nullptr && seq % options_.check_every == 0) {
     if (absl::Status status = Check(s); !status.ok()) {
+      // The ranks disagree, or one never came (NCCL would wait forever):
+      // end this rank's work in flight, and the watchdog's watch with it.
       MutexLock lock(mu_);
-      if (poison_.ok()) poison_ = status;
-      stop_ = true;
+      AbortLocked(status);
       return bad.ok() ? status : bad;
     }
   }
@@ -230,6 +306,11 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
   }
   if (!poison_.ok()) return poison_;
   absl::Status status = Issue(call, send, recv, s);
+  if (status.ok() && thread_group.depth > 0 &&
+      std::find(thread_group.comms.begin(), thread_group.comms.end(), this) ==
+          thread_group.comms.end()) {
+    thread_group.comms.push_back(this);  // GroupEnd waits for it
+  }
   if (status.ok()) {
     absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
     if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());
@@ -240,6 +321,27 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
 }
 
 }  // namespace
+
+absl::Status GroupStart(const NcclApi& api) {
+  RETURN_IF_ERROR(NcclStatus(api, api.GroupStart(), "ncclGroupStart"));
+  ++thread_group.depth;
+  return absl::OkStatus();
+}
+
+absl::Status GroupEnd(const NcclApi& api) {
+  const ncclResult_t result = api.GroupEnd();
+  ThreadGroup& group = thread_group;
+  if (group.depth > 0) --group.depth;
+  // ncclInProgress: launched, and non-blocking communicators still enqueueing.
+  absl::Status status =
+      result == ncclInProgress ? absl::OkStatus() : NcclStatus(api, result, "ncclGroupEnd");
+  if (group.depth > 0) return status;  // an inner group: nothing launched yet
+  const absl::Status ended = status;
+  for (NcclCommunicator* comm : std::exchange(group.comms, {})) {
+    status.Update(comm->EndGroup(ended));
+  }
+  return status;
+}
 
 std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int rank,
                                        int world_size, std::unique_ptr<NcclRankDevice> device,

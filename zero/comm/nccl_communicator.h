@@ -16,7 +16,12 @@
 // ncclCommAbort (the stream then drains) and every later call and
 // AsyncError() return that error: DeadlineExceeded naming the rank and the
 // collective, or NCCL's error. Each rank's watchdog ends its own rank, so
-// every rank of a failed group gets an error.
+// every rank of a failed group gets an error. A call NCCL answers with
+// ncclInProgress is waited out (to `timeout`, abortable) before anything
+// else reaches the communicator or its stream. Destruction finalizes a
+// healthy communicator (ncclCommFinalize, waited for to `timeout`) before
+// ncclCommDestroy; a failed one, or one whose finalize fails or times out,
+// is aborted instead.
 //
 // Several cards in one process: one thread per rank, each driving its own
 // communicator (as engines do). The single-thread pattern (one thread
@@ -84,8 +89,9 @@ class NcclGroup {
 };
 
 // ncclGroupStart/End: collectives issued by this thread in between, on
-// several communicators, are launched together. Not for engines (see the top
-// of this file). Unavailable without NCCL.
+// several communicators, are launched together; NcclGroupEnd returns once
+// each of those communicators has enqueued them (nccl::GroupEnd below). Not
+// for engines (see the top of this file). Unavailable without NCCL.
 absl::Status NcclGroupStart();
 absl::Status NcclGroupEnd();
 
@@ -101,6 +107,28 @@ std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int 
                                        int world_size, std::unique_ptr<NcclRankDevice> device,
                                        NcclOptions options,
                                        std::unique_ptr<NcclSequenceCheck> check = nullptr);
+
+// What NcclGroupStart/End do, over `api` (tests pass a fake). GroupEnd then
+// waits, each to its options.timeout, until every communicator that enqueued
+// a call on this thread since the outermost GroupStart is no longer
+// ncclInProgress (a non-blocking communicator's grouped calls are enqueued
+// only then); one that fails or times out is aborted, and the first error is
+// returned. Those communicators must outlive the GroupEnd (one destroyed
+// on this thread before then is left out).
+absl::Status GroupStart(const NcclApi& api);
+absl::Status GroupEnd(const NcclApi& api);
+
+using MakeDeviceFn = absl::StatusOr<std::unique_ptr<NcclRankDevice>> (*)(int ordinal);
+
+// Takes ownership of comms[i] (initialized: rank first_rank + i of
+// `world_size` on devices[i]) and wraps each (WrapComm, with a sequence
+// check when options.check_every > 0). When a rank's device or check cannot
+// be made, every comm is aborted, wrapped or not (its peers would wait for
+// the missing rank), and that error is returned.
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
+    const NcclApi* api, std::vector<ncclComm_t> comms, int first_rank, int world_size,
+    absl::Span<const int> devices, const NcclOptions& options,
+    MakeDeviceFn make_device = MakeCudaRankDevice);
 
 using OnCardFn = absl::Status (*)(int ordinal, absl::FunctionRef<absl::Status()> body);
 

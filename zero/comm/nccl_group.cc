@@ -51,33 +51,6 @@ absl::Status CheckOptions(const NcclOptions& options) {
   return absl::OkStatus();
 }
 
-// Takes ownership of comms[i] (rank first_rank + i on devices[i]); on error
-// destroys those not yet wrapped.
-absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> Wrap(const NcclApi* api,
-                                                                std::vector<ncclComm_t> comms,
-                                                                int first_rank, int world_size,
-                                                                absl::Span<const int> devices,
-                                                                const NcclOptions& options) {
-  std::vector<std::unique_ptr<Communicator>> group;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<nccl::NcclRankDevice>> device =
-        nccl::MakeCudaRankDevice(devices[i]);
-    absl::StatusOr<std::unique_ptr<nccl::NcclSequenceCheck>> check;
-    if (device.ok() && options.check_every > 0) {
-      check = nccl::NcclSequenceCheck::Create(devices[i], first_rank + i, world_size,
-                                              options.check_every);
-    }
-    const absl::Status status = device.ok() ? check.status() : device.status();
-    if (!status.ok()) {
-      for (size_t j = i; j < comms.size(); ++j) api->CommDestroy(comms[j]);
-      return status;
-    }
-    group.push_back(nccl::WrapComm(api, comms[i], first_rank + i, world_size, *std::move(device),
-                                   options, check.ok() ? *std::move(check) : nullptr));
-  }
-  return group;
-}
-
 // ncclUniqueId from rank 0's process, through the rendezvous file.
 absl::StatusOr<ncclUniqueId> ExchangeId(const NcclApi& api, bool creator,
                                         const FileRendezvous& rendezvous) {
@@ -122,6 +95,48 @@ absl::Status StartInit(const NcclApi& api, const ncclUniqueId& id, int first_ran
 }  // namespace
 
 namespace nccl {
+namespace {
+
+// Ends a communicator that failed or whose peers may never come with
+// ncclCommAbort: ncclCommDestroy could wait on them forever (a library
+// without ncclCommAbort can only destroy).
+void AbortComm(const NcclApi& api, ncclComm_t comm) {
+  if (api.CommAbort != nullptr) {
+    api.CommAbort(comm);
+  } else {
+    api.CommDestroy(comm);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
+    const NcclApi* api, std::vector<ncclComm_t> comms, int first_rank, int world_size,
+    absl::Span<const int> devices, const NcclOptions& options, MakeDeviceFn make_device) {
+  std::vector<std::unique_ptr<Communicator>> group;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<NcclRankDevice>> device = make_device(devices[i]);
+    absl::Status status = device.status();
+    // A default StatusOr is an error (UNKNOWN), so no check is a plain null.
+    std::unique_ptr<NcclSequenceCheck> check;
+    if (status.ok() && options.check_every > 0) {
+      absl::StatusOr<std::unique_ptr<NcclSequenceCheck>> made = NcclSequenceCheck::Create(
+          devices[i], first_rank + i, world_size, options.check_every);
+      status = made.status();
+      if (made.ok()) check = *std::move(made);
+    }
+    if (!status.ok()) {
+      // The group is incomplete, so every rank's peers (in this process and
+      // others) wait in vain: abort all, wrapped or not.
+      for (std::unique_ptr<Communicator>& comm : group) comm->Abort(status);
+      for (size_t j = i; j < comms.size(); ++j) AbortComm(*api, comms[j]);
+      return status;
+    }
+    group.push_back(WrapComm(api, comms[i], first_rank + i, world_size, *std::move(device),
+                             options, std::move(check)));
+  }
+  return group;
+}
 
 absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const ncclUniqueId& id,
                                                   int first_rank, int world_size,
@@ -137,12 +152,7 @@ absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const nccl
   }
   if (status.ok()) return comms;
   for (ncclComm_t comm : comms) {  // abort, not destroy: a peer may never come
-    if (comm == nullptr) continue;
-    if (api.CommAbort != nullptr) {
-      api.CommAbort(comm);
-    } else {
-      api.CommDestroy(comm);
-    }
+    if (comm != nullptr) AbortComm(api, comm);
   }
   return status;
 }
@@ -159,7 +169,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateAll(
   const int n = static_cast<int>(devices.size());
   ASSIGN_OR_RETURN(std::vector<ncclComm_t> comms,
                    nccl::InitComms(*api, id, 0, n, devices, options.init_timeout));
-  return Wrap(api, std::move(comms), 0, n, devices, options);
+  return nccl::WrapComms(api, std::move(comms), 0, n, devices, options);
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateMultiNode(
@@ -180,18 +190,17 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> NcclGroup::CreateMult
   // Every rank has read the id once initialization completed. A file left
   // behind harms no one in this job, so a failure here is not one.
   if (first_rank == 0) (void)RemoveId(rendezvous);
-  return Wrap(api, std::move(comms), first_rank, world_size, devices, options);
+  return nccl::WrapComms(api, std::move(comms), first_rank, world_size, devices, options);
 }
 
 absl::Status NcclGroupStart() {
   ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  return NcclStatus(*api, api->GroupStart(), "ncclGroupStart");
+  return nccl::GroupStart(*api);
 }
 
 absl::Status NcclGroupEnd() {
   ASSIGN_OR_RETURN(const NcclApi* api, nccl::GetNcclApi());
-  const ncclResult_t result = api->GroupEnd();
-  return result == ncclInProgress ? absl::OkStatus() : NcclStatus(*api, result, "ncclGroupEnd");
+  return nccl::GroupEnd(*api);
 }
 
 }  // namespace zero

@@ -1,8 +1,9 @@
 // The CUDA side of one NCCL rank (its card, its progress markers, Barrier's
 // scratch float), behind an interface so that the communicator's logic
 // (watchdog, card selection, failure paths) runs in tests with a fake one and
-// no card. Used under the owning communicator's lock; markers may be polled
-// from its watchdog thread.
+// no card. Used under the owning communicator's lock, except OnCard, which
+// any thread may call (the rank's, the watchdog's, AsyncError's callers);
+// markers may be polled from its watchdog thread.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,7 +16,8 @@
 
 namespace zero::nccl {
 
-// The end of the work enqueued on a stream when it was made (a CUDA event).
+// The end of the work enqueued on a stream when it was made (a CUDA event
+// of the rank's card: query and destroy it with that card current).
 class ProgressMarker {
  public:
   virtual ~ProgressMarker() = default;

@@ -4,7 +4,8 @@
 // communicator polls it on every call, in AsyncError() and from its watchdog
 // thread, and aborts the NCCL communicator on the first failure, so a
 // collective that never finishes ends in an error instead of a hang.
-// Not thread-safe: the owning communicator calls it under its lock.
+// Not thread-safe: the owning communicator calls it under its lock, with the
+// rank's card current (markers are CUDA events of that card).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ class NcclWatchdog {
 
   // Collectives enqueued and not yet seen finished.
   size_t pending() const { return pending_.size(); }
+
+  // Forgets them, destroying their markers (call with the card current).
+  void Clear() { pending_.clear(); }
 
  private:
   struct Pending {

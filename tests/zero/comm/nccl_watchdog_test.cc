@@ -1,7 +1,6 @@
-// The NCCL backend's logic without a card: communicators over a fake NCCL
-// table and a fake card. A fake collective finishes once every rank of the
-// world enqueued it (as NCCL's would), unless the test stalls the world; the
-// fake async error is whatever the test sets.
+// The NCCL backend's watchdog, card checks and thread-per-rank pattern
+// without a card: communicators over a fake NCCL table and a fake card
+// (nccl_fakes.h).
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/zero/comm/nccl_fakes.h"
 #include "zero/comm/nccl_communicator.h"
 
 namespace zero::nccl {
@@ -20,157 +20,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-struct FakeComm {
-  int rank = 0;
-  std::atomic<uint64_t> enqueued{0};
-  std::atomic<ncclResult_t> async{ncclSuccess};
-  std::atomic<int> in_progress_polls{0};  // GetAsyncError says ncclInProgress this often
-  std::atomic<int> aborts{0};
-  std::atomic<bool> enqueue_in_progress{false};  // calls answer ncclInProgress
-};
-
-// The world the fake functions see (they are plain function pointers).
-struct FakeWorld {
-  std::vector<std::unique_ptr<FakeComm>> comms;
-  std::atomic<bool> stalled{false};
-  std::atomic<int> next_init{0};
-};
-FakeWorld* world = nullptr;
-
-FakeComm* Fake(ncclComm_t comm) { return reinterpret_cast<FakeComm*>(comm); }
-ncclComm_t Handle(FakeComm* comm) { return reinterpret_cast<ncclComm_t>(comm); }
-
-ncclResult_t Enqueue(ncclComm_t comm) {
-  ++Fake(comm)->enqueued;
-  return Fake(comm)->enqueue_in_progress ? ncclInProgress : ncclSuccess;
-}
-ncclResult_t FakeAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm,
-                           cudaStream_t) {
-  return Enqueue(comm);
-}
-ncclResult_t FakeAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t comm,
-                           cudaStream_t) {
-  return Enqueue(comm);
-}
-ncclResult_t FakeGetAsyncError(ncclComm_t comm, ncclResult_t* result) {
-  FakeComm& fake = *Fake(comm);
-  *result = fake.in_progress_polls-- > 0 ? ncclInProgress : fake.async.load();
-  return ncclSuccess;
-}
-ncclResult_t FakeAbort(ncclComm_t comm) {
-  ++Fake(comm)->aborts;
-  return ncclSuccess;
-}
-ncclResult_t FakeDestroy(ncclComm_t) { return ncclSuccess; }
-ncclResult_t FakeGroup() { return ncclSuccess; }
-const char* FakeErrorString(ncclResult_t) { return "fake NCCL error"; }
-ncclResult_t FakeInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int rank,
-                                ncclConfig_t* config) {
-  EXPECT_EQ(config->blocking, 0);
-  FakeComm& fake = *world->comms[rank];
-  *comm = Handle(&fake);
-  return ncclInProgress;
-}
-
-NcclApi FakeApi() {
-  NcclApi api;
-  api.version = 22809;
-  api.AllReduce = FakeAllReduce;
-  api.AllGather = FakeAllGather;
-  api.CommGetAsyncError = FakeGetAsyncError;
-  api.CommAbort = FakeAbort;
-  api.CommDestroy = FakeDestroy;
-  api.GroupStart = FakeGroup;
-  api.GroupEnd = FakeGroup;
-  api.GetErrorString = FakeErrorString;
-  api.CommInitRankConfig = FakeInitRankConfig;
-  return api;
-}
-
-// Done once every rank enqueued collective `seq` (1-based), as with NCCL.
-class FakeMarker final : public ProgressMarker {
- public:
-  explicit FakeMarker(uint64_t seq) : seq_(seq) {}
-  absl::StatusOr<bool> Done() override {
-    if (world->stalled) return false;
-    for (const auto& comm : world->comms) {
-      if (comm->enqueued < seq_) return false;
-    }
-    return true;
-  }
-
- private:
-  const uint64_t seq_;
-};
-
-class FakeCard final : public NcclRankDevice {
- public:
-  FakeCard(FakeComm* comm, int ordinal, int stream_ordinal)
-      : comm_(comm), ordinal_(ordinal), stream_ordinal_(stream_ordinal) {}
-  int ordinal() const override { return ordinal_; }
-  int StreamOrdinal(cudaStream_t) const override { return stream_ordinal_; }
-  absl::Status OnCard(absl::FunctionRef<absl::Status()> body) override { return body(); }
-  absl::StatusOr<std::unique_ptr<ProgressMarker>> Mark(cudaStream_t) override {
-    return std::make_unique<FakeMarker>(comm_->enqueued);
-  }
-  float* scratch() override { return &scratch_; }
-
- private:
-  FakeComm* const comm_;
-  const int ordinal_;
-  const int stream_ordinal_;
-  float scratch_ = 0;
-};
-
-// A stream with a CUDA handle, for the card check; runs nothing.
-class HandleOnlyStream final : public Stream {
- public:
-  int device() const override { return 0; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
-  absl::Status Copy(void*, const void*, size_t) override { return Unused(); }
-  absl::Status Fill(void*, unsigned char, size_t) override { return Unused(); }
-  absl::StatusOr<std::shared_ptr<Event>> Record() override { return Unused(); }
-  absl::Status Wait(const std::shared_ptr<Event>&) override { return Unused(); }
-  absl::Status Synchronize() override { return Unused(); }
-  void* native_handle() const override { return reinterpret_cast<void*>(0x1234); }
-
- private:
-  static absl::Status Unused() { return absl::UnimplementedError("not a real stream"); }
-};
-
-class NcclWatchdogTest : public ::testing::Test {
- protected:
-  void MakeWorld(int ranks, NcclOptions options = Fast()) {
-    for (int r = 0; r < ranks; ++r) {
-      world_.comms.push_back(std::make_unique<FakeComm>());
-      world_.comms.back()->rank = r;
-    }
-    world = &world_;
-    for (int r = 0; r < ranks; ++r) {
-      FakeComm* comm = world_.comms[r].get();
-      comms_.push_back(WrapComm(&api_, Handle(comm), r, ranks,
-                                std::make_unique<FakeCard>(comm, r, -1), options));
-    }
-  }
-  static NcclOptions Fast() {
-    return {.timeout = absl::Milliseconds(50), .poll_interval = absl::Milliseconds(2)};
-  }
-  // The watchdog thread ends a stuck rank by itself: no call needed.
-  static absl::Status AwaitFailure(const Communicator& comm) {
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    while (comm.AsyncError().ok() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
-    return comm.AsyncError();
-  }
-  void TearDown() override {
-    comms_.clear();
-    world = nullptr;
-  }
-
-  const NcclApi api_ = FakeApi();
-  FakeWorld world_;
-  std::vector<std::unique_ptr<Communicator>> comms_;
-  float buffer_[64] = {};
-};
+class NcclWatchdogTest : public NcclFakeTest {};
 
 TEST_F(NcclWatchdogTest, TimeoutAbortsAndNamesRankAndCollective) {
   MakeWorld(2);  // rank 1 never calls
@@ -203,6 +53,24 @@ TEST_F(NcclWatchdogTest, DestroyedWithWorkInFlightAbortsInsteadOfWaiting) {
   ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
   comms_[0].reset();
   EXPECT_EQ(world_.comms[0]->aborts, 1);
+}
+
+// The markers (CUDA events on a card) are queried and destroyed with the
+// rank's card current on every thread: the watchdog's, AsyncError's caller's,
+// the rank's, the destroying one's.
+TEST_F(NcclWatchdogTest, MarkersAreUsedWithTheRanksCardCurrent) {
+  MakeWorld(2, {.timeout = absl::Seconds(30), .poll_interval = absl::Milliseconds(1)});
+  ASSERT_TRUE(comms_[0]->Barrier(nullptr).ok());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (world_.marker_calls == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_GT(world_.marker_calls, 0);  // the watchdog thread's polls
+  EXPECT_EQ(world_.marker_calls_off_card, 0);
+  ASSERT_TRUE(comms_[1]->Barrier(nullptr).ok());
+  ASSERT_TRUE(comms_[1]->Barrier(nullptr).ok());  // rank 0 never joins this one
+  EXPECT_TRUE(comms_[0]->AsyncError().ok());
+  EXPECT_TRUE(comms_[1]->AsyncError().ok());
+  comms_.clear();  // rank 1's last marker is still pending: destroyed now
+  EXPECT_EQ(world_.marker_calls_off_card, 0);
 }
 
 TEST_F(NcclWatchdogTest, FinishedCollectivesNeverTimeOut) {
