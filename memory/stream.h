@@ -32,7 +32,9 @@ class Stream {
   virtual int device() const = 0;
 
   // Runs `fn` on the host after all earlier work on this stream. On a card it
-  // is a host callback (it must not call CUDA); on meta it runs at once.
+  // is a host callback: neither it nor the destruction of what it captures
+  // may call CUDA (hold no last reference to a card event or buffer); on
+  // meta it runs at once.
   virtual absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) = 0;
 
   // Copies or fills bytes, ordered with the rest of the stream's work.
