@@ -23,14 +23,11 @@ class CardSequenceCheck final : public NcclSequenceCheck {
   // either of which may be null.
   CardSequenceCheck(int device, int rank, int world_size, int window, uint64_t* gathered,
                     uint64_t* host)
-      : NcclSequenceCheck(rank, world_size, window, gathered, host),
-        device_(device),
-        gathered_(gathered),
-        host_(host) {}
+      : NcclSequenceCheck(rank, world_size, window, gathered, host), device_(device) {}
   ~CardSequenceCheck() override {
     cuda::ScopedDevice card(device_);
-    if (gathered_ != nullptr) cudaFree(gathered_);
-    if (host_ != nullptr) cudaFreeHost(host_);
+    if (gathered() != nullptr) cudaFree(gathered());
+    if (host() != nullptr) cudaFreeHost(host());
   }
 
  protected:
@@ -50,8 +47,6 @@ class CardSequenceCheck final : public NcclSequenceCheck {
 
  private:
   const int device_;
-  uint64_t* const gathered_;
-  uint64_t* const host_;
 };
 
 }  // namespace

@@ -60,6 +60,8 @@ class NcclSequenceCheck {
   // ranks' histories are read: pinned, so the copy back is truly async), each
   // Words(window) * world_size long and owned by the subclass.
   NcclSequenceCheck(int rank, int world_size, int window, uint64_t* gathered, uint64_t* host);
+  uint64_t* gathered() const { return gathered_; }  // for the subclass to free
+  uint64_t* host() const { return host_; }
 
   // The stream's side, a card's in Create's (tests run it over host memory):
   // cudaMemcpyAsync on `stream`, and cudaStreamQuery (true once the stream's
