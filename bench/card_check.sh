@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 targets=(//bench:card_check //bench:card_timing //tests/optimizers:cuda_test
          //tests/optimizers:elementwise_cuda_test
          //tests/memory/interop:thrust_cuda_test
-         //tests/zero:card_training_test)
+         //tests/zero:card_training_test
+         //tests/zero/comm:nccl_test)
 # Shared libraries for the Python checks, carried in .device/lib.
 libs=(//memory/interop:libzero_allocator.so //zero/capi:libzero_engine.so)
 # GoogleTest cases that check behaviour without a card; they skip on a card by

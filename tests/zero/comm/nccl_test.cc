@@ -36,7 +36,7 @@ bool HaveCard() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-TEST(NcclTest, UnavailableWithoutCards) {
+TEST(NcclTest, UnavailableWithoutACard) {
   if (HaveCard()) GTEST_SKIP() << "a card is present";
   EXPECT_TRUE(absl::IsUnavailable(NcclGroup::CreateAll({0}).status()));
   const FileRendezvous r{.path = "/nonexistent/id", .timeout = absl::Milliseconds(1)};
