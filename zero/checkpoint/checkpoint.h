@@ -29,12 +29,12 @@
 // It streams in two passes through a bounded host staging area
 // (LoadOptions::staging_bytes, whatever the model's size): pass 1 reads and
 // checks every chunk, and the ranks agree that all of it is sound; only then
-// pass 2 reads again and places each chunk, checked again, into the engine
-// (when a rank's reads all fit in its staging, pass 2 places them from
-// there: the files are read once). So a missing, truncated or corrupted
-// file, or a checkpoint of another model or optimizer, is an error on every rank
-// (naming the file and the fault) that leaves every engine exactly as it
-// was; only a file that changes between the passes fails in pass 2, with
+// pass 2 places each chunk into the engine: first those pass 1 left in the
+// staging, then the rest, read and checked again (a rank reads its share
+// once plus what of it exceeds the staging; once when it fits). So a
+// missing, truncated or corrupted file, or a checkpoint of another model or
+// optimizer, is an error on every rank (naming the file and the fault)
+// that leaves every engine exactly as it was; only a file that changes between the passes fails in pass 2, with
 // the engines partly overwritten (the error says so: load again).
 //
 // Mixed precision: masters and state are fp32 whatever config().param_dtype

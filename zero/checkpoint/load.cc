@@ -1,8 +1,9 @@
 // Load (checkpoint.h): every rank reads the manifest and plans bounded reads
 // of the chunks that overlap its own pieces (internal/load_plan.h). Pass 1
 // streams them and checks every checksum, the ranks agree that all of them
-// succeeded, and only then pass 2 streams them again, checks them again and
-// places them into the engine, which Engine::Restore then resumes.
+// succeeded, and only then pass 2 places them into the engine (first those
+// still in the staging, then the rest, read and checked again), which
+// Engine::Restore then resumes.
 #include <memory>
 #include <optional>
 

@@ -105,6 +105,29 @@ TEST_F(StreamingLoad, ABudgetThatHoldsTheShareReadsTheFilesOnce) {
   }
 }
 
+// A budget of three quarters of a rank's share: pass 2 starts with what
+// pass 1 left in the staging and reads again only the rest, so a rank reads
+// its share once plus the excess over the budget (rounded up to one read of
+// staging / reads_in_flight), not its share twice.
+TEST_F(StreamingLoad, ASecondPassReadsOnlyWhatDidNotFit) {
+  auto cluster = Cluster::Create(*model_, SmallRun(4, 3), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  size_t numel = 0;
+  for (const ParamInfo& p : model_->params()) numel += p.numel;
+  const size_t rank_bytes = numel * saved_.size() * sizeof(float) / 4;
+  const size_t budget = rank_bytes * 3 / 4;
+  absl::Status status;
+  const std::vector<checkpoint::LoadStats> stats =
+      Load(**cluster, {.staging_bytes = budget, .reads_in_flight = 4}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectStatesIdentical(saved_, *(*cluster)->States(), "loaded");
+  for (int r = 0; r < 4; ++r) {
+    const size_t excess = stats[r].bytes_read - rank_bytes;
+    EXPECT_GT(excess, 0u) << r << ": the share does not fit, part of it is read twice";
+    EXPECT_LE(excess, rank_bytes - budget + budget / 4 + (16 << 10)) << r << ": re-read too much";
+  }
+}
+
 TEST_F(StreamingLoad, BudgetBelowOneChunkIsAnErrorThatChangesNothing) {
   auto cluster = Cluster::Create(*model_, SmallRun(2, 3), AdamW());
   ASSERT_TRUE(cluster.ok());

@@ -59,6 +59,28 @@ absl::Status ChunkStream::ReadAndVerify(const ChunkRead& read, std::byte* buffer
   return absl::OkStatus();
 }
 
+// The reads the last Run left in the slots come first, each at its slot's
+// first turn, then the others in plan order: a second pass re-reads only
+// what did not fit in the staging (the placer takes reads in any order).
+std::vector<size_t> ChunkStream::Order() const {
+  const size_t n = plan_->reads.size();
+  std::vector<bool> taken(n, false);
+  for (size_t i : resident_) {
+    if (i != kNone) taken[i] = true;
+  }
+  std::vector<size_t> order;
+  order.reserve(n);
+  size_t next = 0;
+  auto next_unread = [&] {
+    while (taken[next]) ++next;
+    taken[next] = true;
+    return next;
+  };
+  for (size_t i : resident_) order.push_back(i != kNone ? i : next_unread());
+  while (order.size() < n) order.push_back(next_unread());
+  return order;
+}
+
 absl::Status ChunkStream::Run(Consumer consume) {
   const std::vector<ChunkRead>& reads = plan_->reads;
   const int slots = plan_->slots;
@@ -70,15 +92,18 @@ absl::Status ChunkStream::Run(Consumer consume) {
     resident_.assign(slots, kNone);
   }
   peak_staging_bytes_ = std::max<uint64_t>(peak_staging_bytes_, plan_->staging_bytes());
+  const std::vector<size_t> order = Order();
   std::vector<Slot> slot(slots);
 
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  // Reader w fills slot w with reads w, w + slots, ...; the caller drains
-  // the slots in read order, so reads complete out of order but are used in order.
+  // Reader w fills slot w with reads order[w], order[w + slots], ...; the
+  // caller drains the slots in that order, so reads complete out of order
+  // but are used in order.
   auto reader = [&](int w) {
-    for (size_t i = w; i < reads.size(); i += slots) {
+    for (size_t k = w; k < order.size(); k += slots) {
+      const size_t i = order[k];
       {
         std::unique_lock lock(mu);
         cv.wait(lock, [&] { return stop || !slot[w].ready; });
@@ -99,13 +124,14 @@ absl::Status ChunkStream::Run(Consumer consume) {
   std::vector<std::thread> threads;
   for (int w = 0; w < slots; ++w) threads.emplace_back(reader, w);
   absl::Status status;
-  for (size_t i = 0; i < reads.size() && status.ok(); ++i) {
-    Slot& s = slot[i % slots];
+  for (size_t k = 0; k < order.size() && status.ok(); ++k) {
+    const size_t i = order[k];
+    Slot& s = slot[k % slots];
     {
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return s.ready; });
     }
-    status = s.status.ok() ? consume(reads[i], (*buffers_)[i % slots]) : s.status;
+    status = s.status.ok() ? consume(reads[i], (*buffers_)[k % slots]) : s.status;
     if (status.ok() && s.read) bytes_read_ += reads[i].end - reads[i].begin;
     std::lock_guard lock(mu);
     s.ready = false;

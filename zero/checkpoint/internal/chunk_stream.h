@@ -1,11 +1,13 @@
 // Load's reads (load_plan.h): several in flight through DirectFile
 // (O_DIRECT where the filesystem allows), each into its own pinned host
-// buffer (pinned_buffers.h), every chunk checked against its CRC-32C on the reading thread, and
-// handed to the caller in plan order. Host staging is plan.staging_bytes()
-// whatever the checkpoint's size, allocated by the first Run and kept for
-// the next; when the plan has no more reads than buffers, the next Run takes
-// them from there, verified, instead of reading the files again (Load then
-// reads once). Used by one thread at a time.
+// buffer (pinned_buffers.h), every chunk checked against its CRC-32C on the
+// reading thread, and handed to the caller in plan order, except that a Run
+// starts with the reads the last one left in the buffers. Host staging is
+// plan.staging_bytes() whatever the checkpoint's size, allocated by the
+// first Run and kept for the next, which takes those reads from there,
+// verified, instead of reading the files again: Load's second pass reads
+// only what did not fit (nothing when the plan has no more reads than
+// buffers). Used by one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -35,7 +37,7 @@ class ChunkStream {
   // `span` holds file bytes [read.begin, read.end) of read.file, every chunk
   // in it verified; valid during the call.
   using Consumer = absl::FunctionRef<absl::Status(const ChunkRead& read, const std::byte* span)>;
-  // Every read of the plan, in order; stops at the first error (a read, a
+  // Every read of the plan, in the order above; stops at the first error (a read, a
   // checksum, or the consumer's), which it returns.
   absl::Status Run(Consumer consume);
 
@@ -47,6 +49,7 @@ class ChunkStream {
   ChunkStream(const Manifest& manifest, const LoadPlan& plan, DeviceSystem& devices)
       : manifest_(&manifest), plan_(&plan), files_(manifest.files.size()), devices_(&devices) {}
   absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer);
+  std::vector<size_t> Order() const;  // of this Run's reads: those still resident first
 
   const Manifest* manifest_;
   const LoadPlan* plan_;
