@@ -84,7 +84,7 @@ class NcclCommunicator final : public Communicator {
   }
   // After ncclGroupEnd (`ended`: its result) launched this communicator's
   // grouped calls: waits until it is no longer ncclInProgress, to the
-  // timeout; a failure aborts it.
+  // timeout, then gives the calls to the watchdog; a failure aborts it.
   absl::Status EndGroup(const absl::Status& ended);
 
  protected:
@@ -105,6 +105,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status AwaitLocked(ncclResult_t result, const std::string& what, absl::Time deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Check(cudaStream_t stream);
+  // The watchdog follows call `seq` from now: an event recorded on `s`.
+  absl::Status WatchLocked(uint64_t seq, std::string call, cudaStream_t s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NCCL's teardown, with the card current: a failed communicator is
   // aborted; a healthy one finalized, then destroyed.
   void Close();
@@ -128,6 +131,15 @@ class NcclCommunicator final : public Communicator {
   mutable bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   mutable std::atomic<bool> stop_{false};  // set with poison_, read while waiting unlocked
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // Calls issued inside a group on this rank's thread: NCCL launches them at
+  // the outermost ncclGroupEnd, so an event recorded when they are issued
+  // would precede them on the stream; they are watched from EndGroup.
+  struct GroupedCall {
+    uint64_t seq;
+    std::string name;
+    cudaStream_t stream;
+  };
+  std::vector<GroupedCall> grouped_ ABSL_GUARDED_BY(mu_);
   std::condition_variable wake_;
   std::thread watcher_;  // last: starts once the rest exists
 };
@@ -205,14 +217,31 @@ absl::Status NcclCommunicator::AwaitLocked(ncclResult_t result, const std::strin
 }
 
 absl::Status NcclCommunicator::EndGroup(const absl::Status& ended) {
-  MutexLock lock(mu_);
-  if (!poison_.ok()) return poison_;
-  const absl::Status status =
-      ended.ok() ? AwaitLocked(ncclInProgress, absl::StrFormat("ncclGroupEnd on rank %d", rank_),
-                               absl::Now() + options_.timeout)
-                 : ended;
-  if (!status.ok()) AbortLocked(status);  // its grouped calls never ran, or never will
+  // On the card: the watchdog's markers are its events.
+  const absl::Status status = device_->OnCard([&] {
+    MutexLock lock(mu_);
+    const std::vector<GroupedCall> calls = std::exchange(grouped_, {});
+    if (!poison_.ok()) return poison_;
+    absl::Status status =
+        ended.ok() ? AwaitLocked(ncclInProgress, absl::StrFormat("ncclGroupEnd on rank %d", rank_),
+                                 absl::Now() + options_.timeout)
+                   : ended;
+    for (size_t i = 0; i < calls.size() && status.ok(); ++i) {
+      status = WatchLocked(calls[i].seq, calls[i].name, calls[i].stream);
+    }
+    return status;
+  });
+  if (!status.ok()) {
+    MutexLock lock(mu_);
+    AbortLocked(status);  // its grouped calls never ran, or never will, or go unwatched
+  }
   return status;
+}
+
+absl::Status NcclCommunicator::WatchLocked(uint64_t seq, std::string call, cudaStream_t s) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgressMarker> marker, device_->Mark(s));
+  watchdog_.Track(seq, std::move(call), std::move(marker), absl::Now());
+  return absl::OkStatus();
 }
 
 // A failed communicator (poisoned, an async error, collectives in flight
@@ -306,16 +335,15 @@ absl::Status NcclCommunicator::ExecuteOnCard(const CollectiveCall& call, const v
   }
   if (!poison_.ok()) return poison_;
   absl::Status status = Issue(call, send, recv, s);
-  if (status.ok() && thread_group.depth > 0 &&
-      std::find(thread_group.comms.begin(), thread_group.comms.end(), this) ==
-          thread_group.comms.end()) {
-    thread_group.comms.push_back(this);  // GroupEnd waits for it
+  if (status.ok() && thread_group.depth > 0) {
+    if (std::find(thread_group.comms.begin(), thread_group.comms.end(), this) ==
+        thread_group.comms.end()) {
+      thread_group.comms.push_back(this);  // GroupEnd waits for it, then watches the call
+    }
+    grouped_.push_back({seq, call.ToString(), s});
+    return status;
   }
-  if (status.ok()) {
-    absl::StatusOr<std::unique_ptr<ProgressMarker>> marker = device_->Mark(s);
-    if (marker.ok()) watchdog_.Track(seq, call.ToString(), *std::move(marker), absl::Now());
-    status = marker.status();
-  }
+  if (status.ok()) status = WatchLocked(seq, call.ToString(), s);
   if (!status.ok()) AbortLocked(status);  // the peers wait for this rank in vain
   return status;
 }

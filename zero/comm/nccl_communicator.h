@@ -26,8 +26,8 @@
 // Several cards in one process: one thread per rank, each driving its own
 // communicator (as engines do). The single-thread pattern (one thread
 // issuing every rank's call between NcclGroupStart/End) cannot drive engines,
-// which run one rank's whole step on its thread, and the watchdog sees only
-// NCCL's errors there (a grouped call launches at NcclGroupEnd).
+// which run one rank's whole step on its thread. A grouped call is launched
+// by the outermost NcclGroupEnd, so the watchdog's clock for it starts there.
 //
 // Reductions run in the element type inside NCCL (bf16/fp16 are not
 // accumulated in fp32 as in the local backend), in the order of NCCL's
@@ -112,8 +112,8 @@ std::unique_ptr<Communicator> WrapComm(const NcclApi* api, ncclComm_t comm, int 
 // waits, each to its options.timeout, until every communicator that enqueued
 // a call on this thread since the outermost GroupStart is no longer
 // ncclInProgress (a non-blocking communicator's grouped calls are enqueued
-// only then); one that fails or times out is aborted, and the first error is
-// returned. Those communicators must outlive the GroupEnd (one destroyed
+// only then), and hands its grouped calls to its watchdog; one that fails
+// or times out is aborted, and the first error is returned. Those communicators must outlive the GroupEnd (one destroyed
 // on this thread before then is left out).
 absl::Status GroupStart(const NcclApi& api);
 absl::Status GroupEnd(const NcclApi& api);

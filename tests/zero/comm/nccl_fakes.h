@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -49,8 +50,17 @@ inline thread_local int current_card = -1;
 inline FakeComm* Fake(ncclComm_t comm) { return reinterpret_cast<FakeComm*>(comm); }
 inline ncclComm_t Handle(FakeComm* comm) { return reinterpret_cast<ncclComm_t>(comm); }
 
+// This thread's group nesting and the calls it holds back: as NCCL, a call
+// inside a group is launched (counted as enqueued) by the outermost GroupEnd.
+inline thread_local int group_depth = 0;
+inline thread_local std::vector<FakeComm*> grouped_calls;
+
 inline ncclResult_t Enqueue(ncclComm_t comm) {
-  ++Fake(comm)->enqueued;
+  if (group_depth > 0) {
+    grouped_calls.push_back(Fake(comm));
+  } else {
+    ++Fake(comm)->enqueued;
+  }
   return Fake(comm)->enqueue_in_progress ? ncclInProgress : ncclSuccess;
 }
 inline ncclResult_t FakeAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
@@ -79,8 +89,14 @@ inline ncclResult_t FakeDestroy(ncclComm_t comm) {
   Fake(comm)->polls_left_at_destroy = Fake(comm)->in_progress_polls.load();
   return ncclSuccess;
 }
-inline ncclResult_t FakeGroup() { return ncclSuccess; }
+inline ncclResult_t FakeGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
 inline ncclResult_t FakeGroupEnd() {
+  if (group_depth > 0 && --group_depth == 0) {
+    for (FakeComm* comm : std::exchange(grouped_calls, {})) ++comm->enqueued;
+  }
   return world != nullptr ? world->group_end.load() : ncclSuccess;
 }
 inline const char* FakeErrorString(ncclResult_t) { return "fake NCCL error"; }
@@ -101,7 +117,7 @@ inline NcclApi FakeApi() {
   api.CommAbort = FakeAbort;
   api.CommFinalize = FakeFinalize;
   api.CommDestroy = FakeDestroy;
-  api.GroupStart = FakeGroup;
+  api.GroupStart = FakeGroupStart;
   api.GroupEnd = FakeGroupEnd;
   api.GetErrorString = FakeErrorString;
   api.CommInitRankConfig = FakeInitRankConfig;

@@ -36,6 +36,37 @@ TEST_F(NcclWatchdogTest, TimeoutAbortsAndNamesRankAndCollective) {
   EXPECT_EQ(world_.comms[0]->aborts, 1);
 }
 
+// A call inside a group is launched by the outermost GroupEnd: watched from
+// there, a grouped collective whose peer never comes times out as any other
+// (an event recorded when the call was issued would precede it on the stream
+// and say it finished).
+TEST_F(NcclWatchdogTest, AGroupedCallIsWatchedFromItsGroupEnd) {
+  MakeWorld(2);  // rank 1 never calls
+  Communicator& comm = *comms_[0];
+  ASSERT_TRUE(GroupStart(api_).ok());
+  ASSERT_TRUE(comm.AllReduce(buffer_, buffer_, 8, DType::kF32, ReduceOp::kSum, nullptr).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // twice the timeout: not launched, not late
+  EXPECT_TRUE(comm.AsyncError().ok()) << comm.AsyncError();
+  ASSERT_TRUE(GroupEnd(api_).ok());
+  EXPECT_EQ(world_.comms[0]->enqueued, 1u);
+  const absl::Status failure = AwaitFailure(comm);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(failure)) << failure;
+  EXPECT_THAT(failure.message(), AllOf(HasSubstr("rank 0"), HasSubstr("#1 AllReduce(f32 x 8")));
+  EXPECT_EQ(world_.comms[0]->aborts, 1);
+}
+
+// Both ranks in one group on one thread: the grouped calls complete, and the
+// watchdog, which watched them from GroupEnd, stays quiet past the timeout.
+TEST_F(NcclWatchdogTest, GroupedCallsThatCompleteStayHealthy) {
+  MakeWorld(2);
+  ASSERT_TRUE(GroupStart(api_).ok());
+  for (auto& comm : comms_) ASSERT_TRUE(comm->Barrier(nullptr).ok());
+  ASSERT_TRUE(GroupEnd(api_).ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  for (auto& comm : comms_) EXPECT_TRUE(comm->AsyncError().ok()) << comm->AsyncError();
+  for (auto& fake : world_.comms) EXPECT_EQ(fake->aborts, 0);
+}
+
 TEST_F(NcclWatchdogTest, AsyncErrorAbortsAndIsReturned) {
   MakeWorld(1);
   Communicator& comm = *comms_[0];
