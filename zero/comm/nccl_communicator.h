@@ -136,6 +136,8 @@ using OnCardFn = absl::Status (*)(int ordinal, absl::FunctionRef<absl::Status()>
 // inside one group, non-blocking where the library can (2.14+), and waits
 // for them until `timeout`: DeadlineExceeded naming the rank that did not
 // finish (its peers never came), and every comm started is aborted.
+// FailedPrecondition, before anything starts, when NCCL_COMM_BLOCKING asks
+// for blocking communicators (their calls can hang past the watchdog).
 absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const ncclUniqueId& id,
                                                   int first_rank, int world_size,
                                                   absl::Span<const int> devices,

@@ -2,6 +2,9 @@
 // non-blocking initialization of several ranks.
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -138,10 +141,37 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> WrapComms(
   return group;
 }
 
+// Blocking communicators: a call may block in the host (connecting to a
+// peer that never comes) holding the communicator's lock, where neither its
+// watchdog nor Abort can end it. NCCL_COMM_BLOCKING=1 asks for them over
+// ncclConfig_t, and is refused; NCCL before 2.14 has no other kind, which
+// is said once on stderr.
+absl::Status CheckNonBlocking(const NcclApi& api) {
+  if (api.CommInitRankConfig == nullptr) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      std::fprintf(stderr,
+                   "zero: NCCL %d.%d has only blocking communicators (non-blocking ones came in "
+                   "2.14): a call that blocks in the host cannot be ended by the watchdog\n",
+                   api.version / 10000, api.version % 10000 / 100);
+    });
+    return absl::OkStatus();
+  }
+  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+  if (blocking != nullptr && std::atoi(blocking) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "NCCL_COMM_BLOCKING=%s makes every NCCL call able to block in the host, where the "
+        "watchdog cannot end it (a peer that never comes would hang this rank): unset it",
+        blocking));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi& api, const ncclUniqueId& id,
                                                   int first_rank, int world_size,
                                                   absl::Span<const int> devices,
                                                   absl::Duration timeout, OnCardFn on_card) {
+  RETURN_IF_ERROR(CheckNonBlocking(api));
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
   absl::Status status = StartInit(api, id, first_rank, world_size, devices, on_card, comms);

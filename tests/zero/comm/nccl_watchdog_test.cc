@@ -1,6 +1,8 @@
 // The NCCL backend's watchdog, card checks and thread-per-rank pattern
 // without a card: communicators over a fake NCCL table and a fake card
 // (nccl_fakes.h).
+#include <stdlib.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -213,6 +215,22 @@ TEST_F(NcclWatchdogTest, InitPollsWhileInProgress) {
   ASSERT_TRUE(comms.ok()) << comms.status();
   EXPECT_EQ((*comms)[1], Handle(world_.comms[1].get()));
   EXPECT_LT(world_.comms[1]->in_progress_polls, 0);  // polled until it said done
+}
+
+// NCCL_COMM_BLOCKING=1 would make every call able to block in the host,
+// past the watchdog: refused, naming the variable, before any init starts.
+TEST_F(NcclWatchdogTest, BlockingCommunicatorsAreRefused) {
+  for (int r = 0; r < 2; ++r) world_.comms.push_back(std::make_unique<FakeComm>());
+  world = &world_;
+  const std::vector<int> cards = {0, 1};
+  ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "1", 1), 0);
+  auto refused = InitComms(api_, ncclUniqueId{}, 0, 2, cards, absl::Seconds(10), RunHere);
+  ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "0", 1), 0);
+  auto allowed = InitComms(api_, ncclUniqueId{}, 0, 2, cards, absl::Seconds(10), RunHere);
+  unsetenv("NCCL_COMM_BLOCKING");
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("NCCL_COMM_BLOCKING=1"));
+  EXPECT_TRUE(allowed.ok()) << allowed.status();
 }
 
 TEST_F(NcclWatchdogTest, InitTimesOutNamingTheRankAndAbortsEveryComm) {
