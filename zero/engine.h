@@ -202,6 +202,17 @@ class Engine {
   // stage 0's whole state, model-dtype copies), sets the step count and the
   // loss scale, and drops gradients in flight.
   absl::Status Restore(const ResumePoint& point);
+  // Restore in steps, for a caller that overwrites owned_state() unit by
+  // unit and wants each unit's gathers to run while it writes the next
+  // (checkpoint::Load): BeginRestore (checks `point` before changing
+  // anything, sets it, drops gradients, waits for communication in flight),
+  // then RestoreUnit(u) for u = 0, 1, ... in that order on every rank, each
+  // once this rank has overwritten owned_state(u) and its writes on stream()
+  // are enqueued, then EndRestore. Calls out of that order fail the group
+  // (the peers wait in the collectives), as does a failed gather.
+  absl::Status BeginRestore(const ResumePoint& point);
+  absl::Status RestoreUnit(int unit);
+  absl::Status EndRestore();
 
  private:
   Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory);
@@ -263,8 +274,8 @@ class Engine {
   // Where the CPU step leaves the unit's updated model-dtype piece.
   char* UpdatedPiece(int unit) const;
 
-  // Restore (engine_restore.cc).
-  absl::Status RestoreUnit(int unit);
+  // Restore (engine_restore.cc): unit's derived state rebuilt.
+  absl::Status RebuildUnit(int unit);
 
   // Settings, layout, communicator, device memory and stream; the parts
   // below point to it, so it is built first and never moves.
@@ -285,6 +296,7 @@ class Engine {
   std::unique_ptr<ParameterGatherer> gatherer_;  // zero/internal/parameter_gatherer.h
   std::optional<LossScaler> scaler_;             // fp16
   int64_t steps_ = 0;
+  int restore_next_ = -1;  // the unit RestoreUnit takes next; -1: not restoring
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
   // The last step's StepScalars (optimizers/elementwise_op.h) in device

@@ -34,6 +34,12 @@ Engine::ResumePoint Engine::resume_point() const {
 }
 
 absl::Status Engine::Restore(const ResumePoint& point) {
+  RETURN_IF_ERROR(BeginRestore(point));
+  for (int u = 0; u < ctx_->unit_count(); ++u) RETURN_IF_ERROR(RestoreUnit(u));
+  return EndRestore();
+}
+
+absl::Status Engine::BeginRestore(const ResumePoint& point) {
   if (point.steps < 0) {
     return absl::InvalidArgumentError(absl::StrFormat("restore to step %d", point.steps));
   }
@@ -42,10 +48,31 @@ absl::Status Engine::Restore(const ResumePoint& point) {
   if (point.loss_scaler && scaler_) RETURN_IF_ERROR(scaler_->Restore(*point.loss_scaler));
   RETURN_IF_ERROR(ZeroGrad());
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
-  for (int u = 0; u < ctx_->unit_count(); ++u) {
-    if (absl::Status s = RestoreUnit(u); !s.ok()) return Fail(s);
-  }
   steps_ = point.steps;
+  restore_next_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::RestoreUnit(int unit) {
+  if (restore_next_ < 0 || unit != restore_next_) {
+    return Fail(absl::FailedPreconditionError(
+        restore_next_ < 0
+            ? absl::StrFormat("RestoreUnit(%d) outside BeginRestore .. EndRestore", unit)
+            : absl::StrFormat("RestoreUnit(%d) where unit %d is next: every rank restores the "
+                              "units in order",
+                              unit, restore_next_)));
+  }
+  if (absl::Status s = RebuildUnit(unit); !s.ok()) return Fail(s);
+  ++restore_next_;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::EndRestore() {
+  if (restore_next_ != ctx_->unit_count()) {
+    return Fail(absl::FailedPreconditionError(absl::StrFormat(
+        "EndRestore after %d of %d units restored", restore_next_, ctx_->unit_count())));
+  }
+  restore_next_ = -1;
   if (absl::Status s = gatherer_->Refresh(); !s.ok()) return Fail(s);
   return ctx_->stream->Synchronize();
 }
@@ -53,7 +80,7 @@ absl::Status Engine::Restore(const ResumePoint& point) {
 // Stage 0 keeps master weights and state whole on every rank: gather the
 // pieces. The model-dtype parameters are the master's rounding, made whole
 // below stage 3.
-absl::Status Engine::RestoreUnit(int unit) {
+absl::Status Engine::RebuildUnit(int unit) {
   const RankContext& ctx = *ctx_;
   const Unit& u = ctx.unit(unit);
   if (ctx.config.stage == 0) {

@@ -174,6 +174,30 @@ TEST_F(EngineErrors, StageThreeFetchAndReleaseMisuse) {
   EXPECT_THAT(std::string(status[1].message()), HasSubstr("not fetched"));
 }
 
+// Restoring in steps (checkpoint::Load's way): a unit out of order, a unit
+// outside BeginRestore .. EndRestore, and EndRestore before every unit are
+// each an error that fails the group, so no peer waits in a unit's gathers.
+TEST_F(EngineErrors, RestoreInStepsOutOfOrder) {
+  std::barrier ready(3);
+  auto status = RunRanks(3, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Create(comm, d, r);
+    // Every rank built and the restoring ones begun before any misuse fails the group.
+    absl::Status begun =
+        engine.ok() && r > 0 ? (*engine)->BeginRestore({.steps = 1}) : engine.status();
+    ready.arrive_and_wait();
+    RETURN_IF_ERROR(begun);
+    EXPECT_GE((*engine)->layout().units().size(), 2u) << "what makes the test mean something";
+    if (r == 0) return (*engine)->RestoreUnit(0);
+    return r == 1 ? (*engine)->RestoreUnit(1) : (*engine)->EndRestore();
+  });
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kFailedPrecondition) << status[0];
+  EXPECT_THAT(std::string(status[0].message()), HasSubstr("outside BeginRestore"));
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kFailedPrecondition) << status[1];
+  EXPECT_THAT(std::string(status[1].message()), HasSubstr("unit 0 is next"));
+  EXPECT_EQ(status[2].code(), absl::StatusCode::kFailedPrecondition) << status[2];
+  EXPECT_THAT(std::string(status[2].message()), HasSubstr("after 0 of"));
+}
+
 // Modules of equal size fetched in another order on one rank: every
 // collective matches, so only the recorded order can tell.
 TEST_F(EngineErrors, StageThreeFetchOrderDiffersBetweenRanks) {

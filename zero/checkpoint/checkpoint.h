@@ -147,7 +147,13 @@ struct LoadOptions {
   // Host memory each rank stages file data in: it must hold one chunk of
   // the checkpoint (SaveOptions::chunk_elements floats, 4 KiB aligned).
   size_t staging_bytes = size_t{256} << 20;
-  int reads_in_flight = 4;      // each in staging_bytes / reads_in_flight
+  // Reads of at most read_bytes (staging_bytes / reads_in_flight if less;
+  // more when one chunk needs more), at most reads_in_flight at once: small
+  // reads queued a few at a time arrive one after another, so the first are
+  // placed while the disk reads the next; the staging past them keeps pass
+  // 1's last reads, verified, for pass 2.
+  size_t read_bytes = size_t{16} << 20;
+  int reads_in_flight = 4;
   // Off: one pass that checks and places each chunk, so the files are read
   // once, but a missing or corrupted chunk fails the load with the engines
   // partly overwritten (the error says so).
@@ -157,7 +163,10 @@ struct LoadOptions {
 
 // Collective: every rank calls it with the same `path` (a root with
 // `latest`, or a step folder). On success the engine resumes exactly where
-// the checkpoint was taken (Engine::Restore); on error nothing has changed
+// the checkpoint was taken (Engine::BeginRestore, then RestoreUnit as each
+// unit is placed, so its gathers overlap the next reads, then EndRestore;
+// a rank whose placing fails still takes part in every unit's gathers, so
+// its peers never wait for it); on error nothing has changed
 // (but see above: a file changed during the load).
 absl::Status Load(const Participant& rank, const std::string& path,
                   const LoadOptions& options = {});

@@ -2,8 +2,8 @@
 // of the chunks that overlap its own pieces (internal/load_plan.h). Pass 1
 // streams them and checks every checksum, the ranks agree that all of them
 // succeeded, and only then pass 2 places them into the engine (first those
-// still in the staging, then the rest, read and checked again), which
-// Engine::Restore then resumes.
+// still in the staging, then the rest, read and checked again), each unit
+// rebuilt by Engine::RestoreUnit as soon as it is whole.
 #include <memory>
 #include <optional>
 
@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, const s
   RETURN_IF_ERROR(CheckMatches(source->manifest, layout, p.optimizer.name(),
                                p.optimizer.state_buffers(), source->folder));
   ASSIGN_OR_RETURN(source->plan, PlanLoad(source->manifest, layout, p.comm.rank(),
-                                          options.staging_bytes, options.reads_in_flight));
+                                          options.staging_bytes, options.read_bytes,
+                                          options.reads_in_flight));
   ASSIGN_OR_RETURN(ChunkStream stream,
                    ChunkStream::Open(source->folder, source->manifest, source->plan, p.devices));
   source->stream.emplace(std::move(stream));
@@ -57,12 +58,31 @@ absl::Status Verify(const absl::StatusOr<std::unique_ptr<Source>>& source) {
 
 // Pass 2: every chunk's overlap with this rank's pieces copied in, the
 // padding zeroed as the engine keeps it (internal/piece_placer.h); each
-// read's copies are done before its buffer is reused.
-absl::Status Place(const Participant& rank, Source& source) {
-  PiecePlacer placer(rank.engine, rank.comm.rank(), BufferCount(rank));
-  RETURN_IF_ERROR(source.stream->Run(
-      [&](const ChunkRead& read, const std::byte* span) { return placer.Place(read, span); }));
-  return placer.Finish();
+// read's copies are done before its buffer is reused. Each unit is rebuilt
+// (Engine::RestoreUnit: its gathers) as soon as its piece is whole, in unit
+// order as on every rank, so the gathers run while the next reads arrive
+// instead of after the last. A rank whose placing fails still rebuilds
+// every unit, since its peers wait for it in those gathers, and then
+// returns the failure for the ranks to agree on.
+absl::Status PlaceAndRestore(const Participant& rank, Source& source) {
+  PiecePlacer placer(rank.engine, rank.comm.rank(), BufferCount(rank), source.plan);
+  int restored = 0;
+  absl::Status gathered;  // a failed gather failed the group: nothing to keep in step with
+  auto restore_placed = [&](int through) {
+    for (; gathered.ok() && restored < through; ++restored) {
+      gathered = rank.engine.RestoreUnit(restored);
+    }
+    return gathered;
+  };
+  absl::Status placed =
+      source.stream->Run([&](const ChunkRead& read, const std::byte* span) -> absl::Status {
+        RETURN_IF_ERROR(placer.Place(read, span));
+        return restore_placed(placer.units_placed());
+      });
+  if (placed.ok()) placed = placer.Finish();
+  RETURN_IF_ERROR(restore_placed(static_cast<int>(rank.engine.layout().units().size())));
+  RETURN_IF_ERROR(rank.engine.EndRestore());
+  return placed;
 }
 
 // The loss-scaler state means something only between fp16 runs; an fp16
@@ -93,16 +113,17 @@ absl::Status Load(const Participant& p, const std::string& path, const LoadOptio
   } else if (absl::Status s = agree.AllOk(Verify(source)); !s.ok()) {
     return context(s);
   }
-  if (absl::Status s = agree.AllOk(Place(p, **source)); !s.ok()) {
+  if (absl::Status s = agree.AllOk(p.engine.BeginRestore(PointFor((*source)->manifest, p.engine)));
+      !s.ok()) {
+    return context(s);
+  }
+  if (absl::Status s = agree.AllOk(PlaceAndRestore(p, **source)); !s.ok()) {
     return context(s, options.verify_before_placing
                           ? " (after every rank had verified the whole checkpoint: the files "
                             "changed underneath or the copy failed; the engines' states are now "
                             "partly overwritten: load again)"
                           : " (verify_before_placing is off: the engines' states are now partly "
                             "overwritten)");
-  }
-  if (absl::Status s = p.engine.Restore(PointFor((*source)->manifest, p.engine)); !s.ok()) {
-    return context(s);
   }
   if (options.stats != nullptr) {
     const ChunkStream& stream = *(*source)->stream;

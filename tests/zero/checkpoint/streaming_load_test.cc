@@ -3,6 +3,7 @@
 // the staging stays within it; a budget too small for one chunk is an error
 // on every rank that changes nothing.
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/pinned_buffers.h"
 
 namespace zero::testing_model {
@@ -126,6 +128,44 @@ TEST_F(StreamingLoad, ASecondPassReadsOnlyWhatDidNotFit) {
     EXPECT_GT(excess, 0u) << r << ": the share does not fit, part of it is read twice";
     EXPECT_LE(excess, rank_bytes - budget + budget / 4 + (16 << 10)) << r << ": re-read too much";
   }
+}
+
+// One pass rebuilds each unit (stage 2: its parameters' all-gather) as soon
+// as it is placed, so ranks that placed everything wait there for a rank
+// whose read fails late. That
+// rank still takes part in every unit's gathers: each rank returns the
+// error well before the collective timeout (20 s here), the group stays
+// sound, and loading the repaired checkpoint then works bit for bit.
+TEST_F(StreamingLoad, AOnePassLoadThatFailsLateFailsEveryRankAndLeavesTheGroupSound) {
+  auto cluster = Cluster::Create(*model_, SmallRun(4, 2), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string file = dir_ + "/step-2/" + checkpoint::DataFileName(3, 4);
+  auto flip_last_byte = [&] {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x20;
+    f.seekp(-1, std::ios::end);
+    f.write(&c, 1);
+  };
+  flip_last_byte();
+  absl::Status status;
+  const absl::Time start = absl::Now();
+  const std::vector<absl::Status> statuses = (*cluster)->Run([&](int rank) {
+    return checkpoint::Load((*cluster)->participant(rank), dir_,
+                            {.staging_bytes = kBudget, .verify_before_placing = false});
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "a rank waited for its peers' timeout";
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kDataLoss) << r << ": " << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("partly overwritten")) << r;
+  }
+  flip_last_byte();
+  Load(**cluster, {.staging_bytes = kBudget, .verify_before_placing = false}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectStatesIdentical(saved_, *(*cluster)->States(), "loaded after the failed load");
+  EXPECT_TRUE((*cluster)->Train(2, 3).ok());
 }
 
 TEST_F(StreamingLoad, BudgetBelowOneChunkIsAnErrorThatChangesNothing) {

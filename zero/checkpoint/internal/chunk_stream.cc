@@ -98,23 +98,28 @@ absl::Status ChunkStream::Run(Consumer consume) {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  // Reader w fills slot w with reads order[w], order[w + slots], ...; the
-  // caller drains the slots in that order, so reads complete out of order
-  // but are used in order.
-  auto reader = [&](int w) {
-    for (size_t k = w; k < order.size(); k += slots) {
-      const size_t i = order[k];
+  size_t next = 0;      // the next read of `order` a reader takes
+  size_t consumed = 0;  // reads the caller is done with
+  // Readers take the reads in order, read k into slot k % slots once the
+  // caller is done with read k - slots, which held it: plan_->in_flight at
+  // a time, arriving in about the order the caller uses them (in that
+  // order), so the first are placed while the disk reads the next.
+  auto reader = [&] {
+    for (;;) {
+      size_t k;
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stop || !slot[w].ready; });
-        if (stop) return;
+        cv.wait(lock, [&] { return stop || next == order.size() || next < consumed + slots; });
+        if (stop || next == order.size()) return;
+        k = next++;
       }
+      const size_t w = k % slots, i = order[k];
       // A slot that still holds read i, verified, from the last Run (Load's
       // verifying pass) is used as it is: the file is not read again.
       const bool resident = resident_[w] == i;
       absl::Status status = resident ? absl::OkStatus() : ReadAndVerify(reads[i], (*buffers_)[w]);
-      resident_[w] = status.ok() ? i : kNone;
       std::lock_guard lock(mu);
+      resident_[w] = status.ok() ? i : kNone;
       slot[w].status = std::move(status);
       slot[w].read = !resident;
       slot[w].ready = true;
@@ -122,7 +127,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
     }
   };
   std::vector<std::thread> threads;
-  for (int w = 0; w < slots; ++w) threads.emplace_back(reader, w);
+  for (int t = 0; t < plan_->in_flight; ++t) threads.emplace_back(reader);
   absl::Status status;
   for (size_t k = 0; k < order.size() && status.ok(); ++k) {
     const size_t i = order[k];
@@ -135,6 +140,7 @@ absl::Status ChunkStream::Run(Consumer consume) {
     if (status.ok() && s.read) bytes_read_ += reads[i].end - reads[i].begin;
     std::lock_guard lock(mu);
     s.ready = false;
+    ++consumed;
     stop = !status.ok();
     cv.notify_all();
   }

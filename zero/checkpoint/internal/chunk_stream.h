@@ -1,7 +1,8 @@
-// Load's reads (load_plan.h): several in flight through DirectFile
-// (O_DIRECT where the filesystem allows), each into its own pinned host
-// buffer (pinned_buffers.h), every chunk checked against its CRC-32C on the
-// reading thread, and handed to the caller in plan order, except that a Run
+// Load's reads (load_plan.h): plan.in_flight at a time through DirectFile
+// (O_DIRECT where the filesystem allows), in order, each into one of
+// plan.slots pinned host buffers (pinned_buffers.h), every chunk checked
+// against its CRC-32C on the reading thread, and handed to the caller in
+// plan order, except that a Run
 // starts with the reads the last one left in the buffers. Host staging is
 // plan.staging_bytes() whatever the checkpoint's size, allocated by the
 // first Run and kept for the next, which takes those reads from there,
@@ -57,7 +58,8 @@ class ChunkStream {
   DeviceSystem* devices_;                           // where the staging is pinned for
   std::unique_ptr<PinnedBuffers> buffers_;           // plan_->slots staging buffers, kept
   // Per slot, the read whose verified bytes it holds (kNone: none): written
-  // by the slot's reader thread only, read by it in the next Run.
+  // under Run's lock by the reader that filled the slot, read by the one
+  // that fills it next (after the caller released it) or in the next Run.
   static constexpr size_t kNone = ~size_t{0};
   std::vector<size_t> resident_;
   uint64_t peak_staging_bytes_ = 0;

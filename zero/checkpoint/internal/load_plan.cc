@@ -45,7 +45,7 @@ uint64_t SpanBytes(uint64_t first, uint64_t last) {
 }  // namespace
 
 absl::StatusOr<LoadPlan> PlanLoad(const Manifest& manifest, const Layout& layout, int rank,
-                                  size_t staging_bytes, int in_flight) {
+                                  size_t staging_bytes, size_t read_bytes, int in_flight) {
   const std::vector<Placement> placements = Placements(manifest, layout, rank);
   uint64_t one_chunk = 0;
   for (const Placement& p : placements) {
@@ -53,15 +53,15 @@ absl::StatusOr<LoadPlan> PlanLoad(const Manifest& manifest, const Layout& layout
   }
   LoadPlan plan;
   if (placements.empty()) return plan;
-  plan.slots =
-      static_cast<int>(std::min<uint64_t>(std::max(in_flight, 1), staging_bytes / one_chunk));
-  if (plan.slots == 0) {
+  if (staging_bytes < one_chunk) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the staging budget of %d bytes cannot hold one chunk of this checkpoint (%d bytes with "
         "alignment): raise LoadOptions::staging_bytes",
         staging_bytes, one_chunk));
   }
-  const uint64_t limit = staging_bytes / plan.slots / kAlign * kAlign;  // >= one_chunk
+  in_flight = std::max(in_flight, 1);
+  const uint64_t limit = std::max<uint64_t>(
+      one_chunk, std::min<uint64_t>(read_bytes, staging_bytes / in_flight) / kAlign * kAlign);
   for (const Placement& p : placements) {
     ChunkRead* last = plan.reads.empty() ? nullptr : &plan.reads.back();
     const bool extends = last != nullptr && last->file == p.chunk->file &&
@@ -76,7 +76,9 @@ absl::StatusOr<LoadPlan> PlanLoad(const Manifest& manifest, const Layout& layout
         std::min(RoundUpToAlignment(ChunkEnd(*p.chunk)), manifest.files[p.chunk->file].bytes);
     plan.slot_bytes = std::max<size_t>(plan.slot_bytes, SpanBytes(last->begin, last->end));
   }
-  plan.slots = std::min<int>(plan.slots, plan.reads.size());
+  plan.slots = static_cast<int>(
+      std::min<uint64_t>(staging_bytes / plan.slot_bytes, plan.reads.size()));
+  plan.in_flight = std::min(in_flight, plan.slots);
   return plan;
 }
 

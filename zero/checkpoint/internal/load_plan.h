@@ -36,16 +36,18 @@ struct ChunkRead {
 
 struct LoadPlan {
   std::vector<ChunkRead> reads;  // by file, then offset
-  int slots = 0;                 // reads in flight, each in its own host buffer
+  int slots = 0;                 // host buffers, each holding one read
   size_t slot_bytes = 0;         // the longest read, aligned
+  int in_flight = 0;             // reads queued to the disk at once, <= slots
   size_t staging_bytes() const { return static_cast<size_t>(slots) * slot_bytes; }
 };
 
-// At most `in_flight` reads of at most staging_bytes / in_flight bytes each
-// (fewer reads in flight when one chunk needs more). InvalidArgument naming
+// Reads of at most min(read_bytes, staging_bytes / in_flight) bytes (more
+// when one chunk needs more), as many buffers of that size as staging_bytes
+// holds, at most `in_flight` of them read at once. InvalidArgument naming
 // both sizes when staging_bytes cannot hold one chunk of this checkpoint.
 absl::StatusOr<LoadPlan> PlanLoad(const Manifest& manifest, const Layout& layout, int rank,
-                                  size_t staging_bytes, int in_flight);
+                                  size_t staging_bytes, size_t read_bytes, int in_flight);
 
 // Shard elements [begin, end) of `unit` (within its piece) that no parameter
 // fills: alignment padding, zeroed on load as the engine keeps it.

@@ -7,9 +7,15 @@
 
 namespace zero::checkpoint {
 
-PiecePlacer::PiecePlacer(Engine& engine, int rank, int buffers)
-    : engine_(engine), buffers_(buffers), gaps_(engine.layout().units().size()) {
+PiecePlacer::PiecePlacer(Engine& engine, int rank, int buffers, const LoadPlan& plan)
+    : engine_(engine),
+      buffers_(buffers),
+      gaps_(engine.layout().units().size()),
+      unplaced_(gaps_.size(), 0) {
   for (const Gap& gap : PaddingGaps(engine.layout(), rank)) gaps_[gap.unit].push_back(gap);
+  for (const ChunkRead& read : plan.reads) {
+    for (const Placement& p : read.placements) unplaced_[p.unit] += p.hi - p.lo;
+  }
 }
 
 absl::Status PiecePlacer::Place(const ChunkRead& read, const std::byte* span) {
@@ -21,17 +27,26 @@ absl::Status PiecePlacer::Place(const ChunkRead& read, const std::byte* span) {
                                p.hi - p.lo, chunk + (p.lo - p.chunk->begin)});
   }
   for (auto& [unit, writes] : by_unit) RETURN_IF_ERROR(Write(unit, writes));
+  for (const Placement& p : read.placements) unplaced_[p.unit] -= p.hi - p.lo;
+  RETURN_IF_ERROR(ZeroWholeUnits());
   return engine_.stream()->Synchronize();
 }
 
 absl::Status PiecePlacer::Finish() {
-  for (int unit = 0; unit < static_cast<int>(gaps_.size()); ++unit) {
-    std::vector<PieceWrite> writes;
-    for (const Gap& gap : gaps_[unit]) AddZeros(gap, writes);
-    gaps_[unit].clear();
-    RETURN_IF_ERROR(WritePiece(engine_, unit, writes));
-  }
+  for (uint64_t& left : unplaced_) left = 0;  // a read the caller never gave stays as it was
+  RETURN_IF_ERROR(ZeroWholeUnits());
   return engine_.stream()->Synchronize();
+}
+
+absl::Status PiecePlacer::ZeroWholeUnits() {
+  for (; units_placed_ < static_cast<int>(gaps_.size()) && unplaced_[units_placed_] == 0;
+       ++units_placed_) {
+    std::vector<PieceWrite> writes;
+    for (const Gap& gap : gaps_[units_placed_]) AddZeros(gap, writes);
+    gaps_[units_placed_].clear();
+    if (!writes.empty()) RETURN_IF_ERROR(WritePiece(engine_, units_placed_, writes));
+  }
+  return absl::OkStatus();
 }
 
 // Padding sits beside parameter elements, so a gap touching what this write
