@@ -14,6 +14,8 @@
 //     reads count, and the process's resident memory sampled during Load
 //     over the ranks' budgets): goal <= 1.2;
 //   - CRC-32C GB/s on one core.
+// Each ratio is taken within a round (the limits, then each operation on
+// the same bytes) and its median over --rounds printed with its range.
 //   bazel run -c opt //bench:checkpoint_bench -- --params_m=100 --dir=/tmp/ckbench
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/crc32c.h"
 #include "base/direct_file.h"
 #include "base/status_macros.h"
@@ -44,6 +47,7 @@ ABSL_FLAG(std::string, dir, "/tmp/checkpoint_bench", "folder on the filesystem t
 ABSL_FLAG(int, staging_mb, 256, "Load's staging budget per rank, MiB");
 ABSL_FLAG(int, read_mb, 16, "Load's reads, MiB each at most");
 ABSL_FLAG(int, reads_in_flight, 4, "Load's reads queued at once per rank");
+ABSL_FLAG(int, rounds, 5, "rounds of limits, save and loads; medians reported");
 
 namespace zero {
 namespace {
@@ -190,6 +194,93 @@ double CrcGbPerSecond(size_t bytes) {
   return repeats * data.size() / best / 1e9;
 }
 
+// A round: the O_DIRECT limits, then each operation on the same bytes. The
+// disk of a VM drifts by tens of percent within a minute, so each ratio is
+// taken within a round and the median over rounds reported.
+struct Round {
+  double write_s = 0, read_s = 0, save_s = 0, load_s = 0, one_pass_s = 0;
+};
+
+// The median of fn(round) over the rounds, and its range.
+struct Spread {
+  double median, low, high;
+};
+Spread Over(const std::vector<Round>& rounds, const std::function<double(const Round&)>& fn) {
+  std::vector<double> v;
+  for (const Round& r : rounds) v.push_back(fn(r));
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v.front(), v.back()};
+}
+
+struct AsyncFigures {
+  double total_s = 0, blocked_s = 0;  // the second save of each saver
+};
+
+// Two async saves per rank: the second reuses the snapshot buffers, as in
+// training. Its total time and the longest any rank's Start blocked.
+absl::StatusOr<AsyncFigures> AsyncSaves(Ranks& ranks, const std::string& root,
+                                        const checkpoint::SaveOptions& save) {
+  std::vector<std::unique_ptr<checkpoint::AsyncSaver>> savers;
+  for (int r = 0; r < kRanks; ++r) {
+    savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks.participant(r), save));
+  }
+  std::vector<double> blocked(kRanks);
+  AsyncFigures out;
+  absl::Status s;
+  for (int pass = 0; pass < 2; ++pass) {
+    out.total_s = Seconds(
+        [&] {
+          return OnRanks([&](int r) -> absl::Status {
+            absl::Status started;
+            blocked[r] = Seconds([&] { return savers[r]->Start(root); }, &started);
+            RETURN_IF_ERROR(started);
+            return savers[r]->Wait().status();
+          });
+        },
+        &s);
+    RETURN_IF_ERROR(s);
+  }
+  out.blocked_s = *std::max_element(blocked.begin(), blocked.end());
+  return out;
+}
+
+void Report(const std::vector<Round>& rounds, const AsyncFigures& async, uint64_t bytes,
+            double times_read, double peak_staging, double rss_growth, size_t budget) {
+  auto print = [&](const char* what, const std::function<double(const Round&)>& fn,
+                   const std::string& note) {
+    const Spread v = Over(rounds, fn);
+    std::printf("%-40s %.3f  (%s; rounds %.3f-%.3f)\n", what, v.median, note.c_str(), v.low,
+                v.high);
+  };
+  const Spread write = Over(rounds, [](const Round& r) { return r.write_s; });
+  const Spread read = Over(rounds, [](const Round& r) { return r.read_s; });
+  const Spread save = Over(rounds, [](const Round& r) { return r.save_s; });
+  std::printf("limits: O_DIRECT write+fdatasync %.2f GB/s, O_DIRECT read %.2f GB/s (medians)\n",
+              bytes / write.median / 1e9, bytes / read.median / 1e9);
+  print("save throughput / O_DIRECT write", [](const Round& r) { return r.write_s / r.save_s; },
+        absl::StrFormat("goal >= 0.85; median %.2f s", save.median));
+  std::printf("async save total / O_DIRECT write        %.3f  (%.2f s)\n",
+              write.median / async.total_s, async.total_s);
+  std::printf("training blocked: async Start / Save     %.3f  (goal <= 0.2; %.3f s of %.2f s)\n",
+              async.blocked_s / save.median, async.blocked_s, save.median);
+  print("load streaming / O_DIRECT read", [](const Round& r) { return r.read_s / r.one_pass_s; },
+        "goal >= 0.85; one pass, verify_before_placing off");
+  print("load verifying first / O_DIRECT read", [](const Round& r) { return r.read_s / r.load_s; },
+        absl::StrFormat("the default: the files read %.2f times, so at most %.2f", times_read,
+                        1 / times_read));
+  std::printf(
+      "load peak staging / budget               %.3f  (goal <= 1.2; %.1f MiB of %zu MiB "
+      "per rank)\n",
+      peak_staging / budget, peak_staging / 1048576.0, budget >> 20);
+  std::printf("load peak resident growth / budgets      %.3f  (%.1f MiB over %d x %zu MiB)\n",
+              rss_growth / (kRanks * budget), rss_growth / 1048576.0, kRanks, budget >> 20);
+  std::printf("crc32c one core, in cache (256 KiB)      %.2f GB/s  (goal >= 15)\n",
+              CrcGbPerSecond(size_t{256} << 10));
+  std::printf("crc32c one core, from memory (64 MiB)    %.2f GB/s\n",
+              CrcGbPerSecond(size_t{64} << 20));
+}
+
 absl::Status Run() {
   const std::string dir = absl::GetFlag(FLAGS_dir);
   std::filesystem::remove_all(dir);
@@ -205,109 +296,49 @@ absl::Status Run() {
       return checkpoint::Save(ranks->participant(r), dir + "/sync", save).status();
     });
   };
-  double save_s = 1e30;  // best of two, as the limits
-  for (int pass = 0; pass < 2; ++pass) {
-    save_s = std::min(save_s, Seconds(save_all, &s));
-    RETURN_IF_ERROR(s);
-  }
-  const std::string saved = dir + "/sync/step-0";
-  const std::vector<uint64_t> sizes = FileSizes(saved);
+  RETURN_IF_ERROR(save_all());  // the files the limits write and read as many bytes as
+  const std::vector<uint64_t> sizes = FileSizes(dir + "/sync/step-0");
   uint64_t bytes = 0;
   for (uint64_t b : sizes) bytes += b;
-
-  std::vector<std::unique_ptr<checkpoint::AsyncSaver>> savers;
-  for (int r = 0; r < kRanks; ++r) {
-    savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r), save));
-  }
-  // The second of two saves: the snapshot buffers are reused, as in training.
-  std::vector<double> blocked(kRanks);
-  double async_s = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    async_s = Seconds(
-        [&] {
-          return OnRanks([&](int r) -> absl::Status {
-            absl::Status started;
-            blocked[r] = Seconds([&] { return savers[r]->Start(dir + "/async"); }, &started);
-            RETURN_IF_ERROR(started);
-            return savers[r]->Wait().status();
-          });
-        },
-        &s);
-    RETURN_IF_ERROR(s);
-  }
-  savers.clear();
-
-  // The limits before and after the loads; the faster of each (the disk of
-  // a VM drifts during a run: the ratios are then conservative).
-  double write_s = 0, read_s = 0;
-  RETURN_IF_ERROR(DirectLimits(dir, sizes, &write_s, &read_s));
+  ASSIGN_OR_RETURN(const AsyncFigures async, AsyncSaves(*ranks, dir + "/async", save));
 
   const size_t budget = size_t(absl::GetFlag(FLAGS_staging_mb)) << 20;
+  std::vector<checkpoint::LoadStats> stats(kRanks), one_pass_stats(kRanks);
   auto load = [&](bool verify_first, std::vector<checkpoint::LoadStats>* stats) {
     return OnRanks([&](int r) {
-      return checkpoint::Load(
-          ranks->participant(r), dir + "/sync",
-          {.staging_bytes = budget,
-           .read_bytes = size_t(absl::GetFlag(FLAGS_read_mb)) << 20,
-           .reads_in_flight = absl::GetFlag(FLAGS_reads_in_flight),
-           .verify_before_placing = verify_first,
-           .stats = &(*stats)[r]});
+      return checkpoint::Load(ranks->participant(r), dir + "/sync",
+                              {.staging_bytes = budget,
+                               .read_bytes = size_t(absl::GetFlag(FLAGS_read_mb)) << 20,
+                               .reads_in_flight = absl::GetFlag(FLAGS_reads_in_flight),
+                               .verify_before_placing = verify_first,
+                               .stats = &(*stats)[r]});
     });
   };
-  // Best of two each.
-  std::vector<checkpoint::LoadStats> stats(kRanks), one_pass_stats(kRanks);
-  double load_s = 1e30, one_pass_s = 1e30;
+  std::vector<Round> rounds(std::max(1, absl::GetFlag(FLAGS_rounds)));
   uint64_t rss_growth = 0;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (Round& round : rounds) {
+    RETURN_IF_ERROR(DirectLimits(dir, sizes, &round.write_s, &round.read_s));
+    round.save_s = Seconds(save_all, &s);
+    RETURN_IF_ERROR(s);
     rss_growth = std::max(rss_growth, PeakResidentGrowth([&] {
-                            load_s =
-                                std::min(load_s, Seconds([&] { return load(true, &stats); }, &s));
+                            round.load_s = Seconds([&] { return load(true, &stats); }, &s);
                           }));
     RETURN_IF_ERROR(s);
-    one_pass_s = std::min(one_pass_s, Seconds([&] { return load(false, &one_pass_stats); }, &s));
+    round.one_pass_s = Seconds([&] { return load(false, &one_pass_stats); }, &s);
     RETURN_IF_ERROR(s);
   }
-  double write_again = 0, read_again = 0;
-  RETURN_IF_ERROR(DirectLimits(dir, sizes, &write_again, &read_again));
-  write_s = std::min(write_s, write_again);
-  read_s = std::min(read_s, read_again);
-  uint64_t peak_staging = 0;
-  for (const auto& st : stats) peak_staging = std::max(peak_staging, st.peak_staging_bytes);
-
+  uint64_t peak_staging = 0, load_read = 0;
+  for (const auto& st : stats) {
+    peak_staging = std::max(peak_staging, st.peak_staging_bytes);
+    load_read += st.bytes_read;
+  }
   std::printf(
       "checkpoint: %zu parameters, %d ranks, stage 2, AdamW: %.2f GB on disk in %s "
-      "(O_DIRECT %s)\n",
-      numel, kRanks, bytes / 1e9, dir.c_str(), stats[0].direct ? "taken" : "refused");
-  std::printf("limits: O_DIRECT write+fdatasync %.2f GB/s, O_DIRECT read %.2f GB/s\n",
-              bytes / write_s / 1e9, bytes / read_s / 1e9);
-  std::printf("save throughput / O_DIRECT write        %.3f  (goal >= 0.85; %.2f s)\n",
-              write_s / save_s, save_s);
-  std::printf("async save total / O_DIRECT write       %.3f  (%.2f s)\n", write_s / async_s,
-              async_s);
-  const double max_blocked = *std::max_element(blocked.begin(), blocked.end());
-  std::printf("training blocked: async Start / Save    %.3f  (goal <= 0.2; %.3f s of %.2f s)\n",
-              max_blocked / save_s, max_blocked, save_s);
-  uint64_t load_read = 0;
-  for (const auto& st : stats) load_read += st.bytes_read;
-  std::printf(
-      "load streaming / O_DIRECT read          %.3f  (goal >= 0.85; %.2f s, one pass: "
-      "verify_before_placing off)\n",
-      read_s / one_pass_s, one_pass_s);
-  const double times_read = double(load_read) / bytes;
-  std::printf(
-      "load verifying first / O_DIRECT read    %.3f  (%.2f s, the default: the files read "
-      "%.2f times, so at most %.2f)\n",
-      read_s / load_s, load_s, times_read, 1 / times_read);
-  std::printf(
-      "load peak staging / budget              %.3f  (goal <= 1.2; %.1f MiB of %zu MiB "
-      "per rank)\n",
-      double(peak_staging) / budget, peak_staging / 1048576.0, budget >> 20);
-  std::printf("load peak resident growth / budgets     %.3f  (%.1f MiB over %d x %zu MiB)\n",
-              double(rss_growth) / (kRanks * budget), rss_growth / 1048576.0, kRanks, budget >> 20);
-  std::printf("crc32c one core, in cache (256 KiB)     %.2f GB/s  (goal >= 15)\n",
-              CrcGbPerSecond(size_t{256} << 10));
-  std::printf("crc32c one core, from memory (64 MiB)   %.2f GB/s\n",
-              CrcGbPerSecond(size_t{64} << 20));
+      "(O_DIRECT %s); %zu rounds\n",
+      numel, kRanks, bytes / 1e9, dir.c_str(), stats[0].direct ? "taken" : "refused",
+      rounds.size());
+  Report(rounds, async, bytes, double(load_read) / bytes, double(peak_staging),
+         double(rss_growth), budget);
   std::filesystem::remove_all(dir);
   return absl::OkStatus();
 }

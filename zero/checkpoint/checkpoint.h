@@ -77,7 +77,8 @@ struct SaveOptions {
   // Host memory a rank snapshots its state into (aligned buffers, kept by
   // an AsyncSaver across its saves). When the rank's state is larger,
   // AsyncSaver::Start blocks until the writer frees buffers: training then
-  // waits for about the excess's write.
+  // waits for about the excess's write. Save, which waits for the whole
+  // write anyway, takes at most 8 write_bytes of it.
   size_t snapshot_bytes = size_t{256} << 20;
   // Bytes per write and per snapshot buffer (rounded up to 4 KiB).
   size_t write_bytes = size_t{8} << 20;

@@ -16,6 +16,10 @@ namespace zero::checkpoint {
 namespace {
 
 constexpr int kWriterNice = 10;
+// Buffers a snapshot that overlaps its write (Save) takes at most: enough to
+// keep the writer busy; more would be fresh pages the kernel zeroes (pins,
+// on cards) for nothing, measured at 0.07-0.17 s of a 0.6 s Save.
+constexpr size_t kOverlapBuffers = 8;
 
 uint64_t ChunkEnd(const PlannedChunk& c) { return c.offset + (c.end - c.begin) * sizeof(float); }
 
@@ -52,7 +56,8 @@ void SnapshotWriter::Start(const Participant& rank, std::string path, std::strin
   header_ = std::move(header);
   plan_ = std::move(plan);
   segments_ = (plan_.bytes + segment_bytes_ - 1) / segment_bytes_;
-  const size_t needed = std::max<size_t>(1, std::min(max_buffers_, segments_));
+  const size_t most = overlap ? std::min(max_buffers_, kOverlapBuffers) : max_buffers_;
+  const size_t needed = std::max<size_t>(1, std::min(most, segments_));
   if (buffers_ == nullptr || buffers_->count() < needed) {
     buffers_.reset();  // its pinned memory goes back before more is pinned
     absl::StatusOr<std::unique_ptr<PinnedBuffers>> buffers =

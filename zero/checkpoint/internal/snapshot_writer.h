@@ -45,8 +45,9 @@ class SnapshotWriter {
   // Snapshots `plan` of rank's owned state, `header` first, into `path` and
   // returns once every byte is copied: the engine may change from then on.
   // Call Finish before the next Start. Errors surface at Finish. `overlap`:
-  // the writer starts at once (a caller that waits for the file anyway);
-  // otherwise only after a snapshot that fits in the buffers.
+  // the writer starts at once (a caller that waits for the file anyway) and
+  // the snapshot takes at most 8 buffers; otherwise the writer starts only
+  // after a snapshot that fits in the buffers.
   void Start(const Participant& rank, std::string path, std::string header, DataFilePlan plan,
              bool overlap);
   // Waits for the file to be durable in place; its size and checksums.
