@@ -85,7 +85,13 @@ void SnapshotWriter::Start(const Participant& rank, std::string path, std::strin
     std::byte* buffer = Acquire();
     if (buffer == nullptr) break;  // the writer failed: Finish says why
     absl::Status filled = Fill(rank, s, buffer);
-    Push({s, buffer, filled});
+    std::optional<Sums> sums;
+    if (filled.ok() && overlap) {
+      absl::StatusOr<Sums> taken = Checksum(s, buffer);
+      if (taken.ok()) sums = *std::move(taken);
+      filled = taken.status();
+    }
+    Push({s, buffer, filled, std::move(sums)});
     if (!filled.ok()) break;
   }
   if (write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
@@ -131,21 +137,36 @@ absl::Status SnapshotWriter::Fill(const Participant& rank, size_t segment, std::
   return engine.stream()->Synchronize();
 }
 
-absl::Status SnapshotWriter::WriteSegment(AtomicFileWriter& writer, const Filled& filled,
-                                          WrittenFile& out) {
-  const uint64_t begin = filled.segment * segment_bytes_;
+// While the segment is still in cache, on whichever thread filled it or on
+// the writer.
+absl::StatusOr<SnapshotWriter::Sums> SnapshotWriter::Checksum(size_t segment,
+                                                              const std::byte* buffer) const {
+  const uint64_t begin = segment * segment_bytes_;
   const uint64_t end = std::min<uint64_t>(begin + segment_bytes_, plan_.bytes);
-  uint32_t crc = 0;
+  Sums sums;
   if (begin < header_.size()) {
-    crc = Crc32c(filled.buffer, std::min<uint64_t>(end, header_.size()) - begin);
+    sums.crc = Crc32c(buffer, std::min<uint64_t>(end, header_.size()) - begin);
   }
   RETURN_IF_ERROR(ForEachPiece(plan_, begin, end, [&](size_t i, uint64_t a, uint64_t b) {
-    const uint32_t piece = Crc32c(filled.buffer + (a - begin), b - a);
-    out.chunk_crcs[i] = Crc32cCombine(out.chunk_crcs[i], piece, b - a);
-    crc = Crc32cCombine(crc, piece, b - a);
+    const uint32_t piece = Crc32c(buffer + (a - begin), b - a);
+    sums.pieces.push_back({i, piece, b - a});
+    sums.crc = Crc32cCombine(sums.crc, piece, b - a);
     return absl::OkStatus();
   }));
-  return writer.Append(filled.buffer, end - begin, crc);
+  return sums;
+}
+
+absl::Status SnapshotWriter::WriteSegment(AtomicFileWriter& writer, Filled& filled,
+                                          WrittenFile& out) {
+  if (!filled.sums) {
+    ASSIGN_OR_RETURN(filled.sums, Checksum(filled.segment, filled.buffer));
+  }
+  for (const Sums::Piece& p : filled.sums->pieces) {
+    out.chunk_crcs[p.chunk] = Crc32cCombine(out.chunk_crcs[p.chunk], p.crc, p.bytes);
+  }
+  const uint64_t begin = filled.segment * segment_bytes_;
+  const uint64_t end = std::min<uint64_t>(begin + segment_bytes_, plan_.bytes);
+  return writer.Append(filled.buffer, end - begin, filled.sums->crc);
 }
 
 void SnapshotWriter::WriteAll(std::string path) {

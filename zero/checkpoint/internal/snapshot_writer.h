@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,9 +46,11 @@ class SnapshotWriter {
   // Snapshots `plan` of rank's owned state, `header` first, into `path` and
   // returns once every byte is copied: the engine may change from then on.
   // Call Finish before the next Start. Errors surface at Finish. `overlap`:
-  // the writer starts at once (a caller that waits for the file anyway) and
-  // the snapshot takes at most 8 buffers; otherwise the writer starts only
-  // after a snapshot that fits in the buffers.
+  // the writer starts at once (a caller that waits for the file anyway),
+  // the snapshot takes at most 8 buffers and the calling thread checksums
+  // each segment after copying it, so the writer only writes; otherwise the
+  // writer checksums, and starts only after a snapshot that fits in the
+  // buffers.
   void Start(const Participant& rank, std::string path, std::string header, DataFilePlan plan,
              bool overlap);
   // Waits for the file to be durable in place; its size and checksums.
@@ -57,14 +60,26 @@ class SnapshotWriter {
   size_t buffer_bytes() const;  // host memory held for snapshots
 
  private:
+  // A segment's CRC and those of its pieces of chunks, in file order.
+  struct Sums {
+    uint32_t crc = 0;
+    struct Piece {
+      size_t chunk;
+      uint32_t crc;
+      uint64_t bytes;
+    };
+    std::vector<Piece> pieces;
+  };
   struct Filled {
     size_t segment;
     std::byte* buffer;
-    absl::Status status;  // of the copy that filled it
+    absl::Status status;        // of the copy that filled it
+    std::optional<Sums> sums;   // taken by the filling thread (overlap), else by the writer
   };
   absl::Status Fill(const Participant& rank, size_t segment, std::byte* buffer);
+  absl::StatusOr<Sums> Checksum(size_t segment, const std::byte* buffer) const;
   void WriteAll(std::string path);  // the background thread
-  absl::Status WriteSegment(AtomicFileWriter& writer, const Filled& filled, WrittenFile& out);
+  absl::Status WriteSegment(AtomicFileWriter& writer, Filled& filled, WrittenFile& out);
   std::byte* Acquire();  // null once the writer has failed
   void Push(Filled filled);
 
