@@ -182,8 +182,8 @@ TEST_F(EngineErrors, RestoreInStepsOutOfOrder) {
   auto status = RunRanks(3, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
     absl::StatusOr<std::unique_ptr<Engine>> engine = Create(comm, d, r);
     // Every rank built and the restoring ones begun before any misuse fails the group.
-    absl::Status begun =
-        engine.ok() && r > 0 ? (*engine)->BeginRestore({.steps = 1}) : engine.status();
+    const Engine::ResumePoint point{.steps = 1, .loss_scaler = std::nullopt};
+    absl::Status begun = engine.ok() && r > 0 ? (*engine)->BeginRestore(point) : engine.status();
     ready.arrive_and_wait();
     RETURN_IF_ERROR(begun);
     EXPECT_GE((*engine)->layout().units().size(), 2u) << "what makes the test mean something";
