@@ -34,8 +34,9 @@
 // once plus what of it exceeds the staging; once when it fits). So a
 // missing, truncated or corrupted file, or a checkpoint of another model or
 // optimizer, is an error on every rank (naming the file and the fault)
-// that leaves every engine exactly as it was; only a file that changes between the passes fails in pass 2, with
-// the engines partly overwritten (the error says so: load again).
+// that leaves every engine exactly as it was; only a file that changes
+// between the passes fails in pass 2, with the engines partly overwritten
+// (the error says so: load again).
 //
 // Mixed precision: masters and state are fp32 whatever config().param_dtype
 // is, so a checkpoint loads across param dtypes (e.g. an fp32 run resumed in

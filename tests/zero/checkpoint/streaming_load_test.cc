@@ -13,6 +13,9 @@
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/load_plan.h"
+#include "zero/checkpoint/internal/manifest.h"
 #include "zero/checkpoint/internal/pinned_buffers.h"
 
 namespace zero::testing_model {
@@ -177,6 +180,54 @@ TEST_F(StreamingLoad, BudgetBelowOneChunkIsAnErrorThatChangesNothing) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(status.message(), HasSubstr("staging budget of 4096 bytes"));
   ExpectStatesIdentical(before, *(*cluster)->States(), "after the refused load");
+}
+
+// Load's plan: reads of at most read_bytes (staging / reads_in_flight when
+// that is less), as many buffers as the staging holds, reads_in_flight of
+// them queued at once (at most one per buffer); the rank's share covered
+// the same whatever the sizes.
+TEST_F(StreamingLoad, ReadsAreBoundedAndQueuedAFewAtATime) {
+  auto cluster = Cluster::Create(*model_, SmallRun(2, 3), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string step = dir_ + "/step-2";
+  const std::string text = *checkpoint::ReadWholeFile(step + "/" + checkpoint::kManifestName);
+  absl::StatusOr<checkpoint::Manifest> manifest = checkpoint::ParseManifest(text, step);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const Layout& layout = (*cluster)->participant(0).engine.layout();
+  auto covered = [](const checkpoint::LoadPlan& plan) {
+    uint64_t elements = 0;
+    for (const checkpoint::ChunkRead& read : plan.reads) {
+      for (const checkpoint::Placement& p : read.placements) elements += p.hi - p.lo;
+    }
+    return elements;
+  };
+  const uint64_t share =
+      covered(*checkpoint::PlanLoad(*manifest, layout, 0, size_t{64} << 20, size_t{64} << 20, 1));
+  ASSERT_GT(share * sizeof(float), size_t{1} << 20) << "what makes the test mean something";
+  struct Case {
+    size_t staging, read_bytes;
+    int in_flight;
+    size_t longest;  // read
+    int queued;
+  };
+  // read_bytes binds; staging / in flight binds; one chunk (8 KiB, 12 KiB
+  // aligned) binds: 2 buffers, so 2 in flight.
+  for (const Case c : {Case{1 << 20, 64 << 10, 4, 64 << 10, 4},
+                       Case{256 << 10, 1 << 20, 4, 64 << 10, 4},
+                       Case{24 << 10, 64 << 10, 4, 12 << 10, 2}}) {
+    absl::StatusOr<checkpoint::LoadPlan> plan =
+        checkpoint::PlanLoad(*manifest, layout, 0, c.staging, c.read_bytes, c.in_flight);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_LE(plan->slot_bytes, c.longest) << c.staging;
+    EXPECT_GE(plan->slot_bytes, c.longest / 2) << c.staging << ": reads as long as allowed";
+    for (const checkpoint::ChunkRead& read : plan->reads) {
+      EXPECT_LE(read.end - read.begin, c.longest);
+    }
+    EXPECT_EQ(plan->slots, static_cast<int>(c.staging / plan->slot_bytes)) << c.staging;
+    EXPECT_LE(plan->staging_bytes(), c.staging);
+    EXPECT_EQ(plan->in_flight, c.queued) << c.staging;
+    EXPECT_EQ(covered(*plan), share) << c.staging;
+  }
 }
 
 // The staging Load reads into (and the snapshot a save writes from): as
