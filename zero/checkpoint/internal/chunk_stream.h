@@ -2,13 +2,12 @@
 // (O_DIRECT where the filesystem allows), in order, each into one of
 // plan.slots pinned host buffers (pinned_buffers.h), every chunk checked
 // against its CRC-32C on the reading thread, and handed to the caller in
-// plan order, except that a Run
-// starts with the reads the last one left in the buffers. Host staging is
-// plan.staging_bytes() whatever the checkpoint's size, allocated by the
-// first Run and kept for the next, which takes those reads from there,
-// verified, instead of reading the files again: Load's second pass reads
-// only what did not fit (nothing when the plan has no more reads than
-// buffers). Used by one thread at a time.
+// plan order, except that a Run starts with the reads the last one left in
+// the buffers. Host staging is plan.staging_bytes() whatever the
+// checkpoint's size, allocated by the first Run and kept for the next, which
+// takes those reads from there, verified, instead of reading the files
+// again: Load's second pass reads only what did not fit (nothing when the
+// plan has no more reads than buffers). Used by one thread at a time.
 #pragma once
 
 #include <atomic>

@@ -33,7 +33,8 @@ absl::Status PiecePlacer::Place(const ChunkRead& read, const std::byte* span) {
 }
 
 absl::Status PiecePlacer::Finish() {
-  for (uint64_t& left : unplaced_) left = 0;  // a read the caller never gave stays as it was
+  // Every read was placed; units no read reached (padding only) are whole too.
+  for (uint64_t& left : unplaced_) left = 0;
   RETURN_IF_ERROR(ZeroWholeUnits());
   return engine_.stream()->Synchronize();
 }

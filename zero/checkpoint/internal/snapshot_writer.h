@@ -10,6 +10,7 @@
 // Start and Finish from one thread (the rank's training thread).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -76,6 +77,11 @@ class SnapshotWriter {
     absl::Status status;        // of the copy that filled it
     std::optional<Sums> sums;   // taken by the filling thread (overlap), else by the writer
   };
+  // A segment's file bytes: [SegmentBegin, SegmentEnd).
+  uint64_t SegmentBegin(size_t segment) const { return segment * segment_bytes_; }
+  uint64_t SegmentEnd(size_t segment) const {
+    return std::min<uint64_t>(SegmentBegin(segment) + segment_bytes_, plan_.bytes);
+  }
   absl::Status Fill(const Participant& rank, size_t segment, std::byte* buffer);
   absl::StatusOr<Sums> Checksum(size_t segment, const std::byte* buffer) const;
   void WriteAll(std::string path);  // the background thread
