@@ -117,10 +117,21 @@ Stream* Engine::stream() const { return ctx_->stream; }
 Stream* Engine::comm_stream() const { return ctx_->comm_stream; }
 size_t Engine::live_gathered_elements() const { return gatherer_->live_elements(); }
 
+// Between BeginRestore and EndRestore the states are half rebuilt and the
+// peers wait in RestoreUnit's gathers: any other call fails the group.
+absl::Status Engine::NotRestoring(std::string_view call) {
+  if (restore_next_ < 0) return absl::OkStatus();
+  return Fail(absl::FailedPreconditionError(absl::StrFormat(
+      "rank %d: %s between BeginRestore and EndRestore (%d of %d units restored)", ctx_->rank,
+      call, restore_next_, ctx_->unit_count())));
+}
+
 absl::Status Engine::Fetch(int module, Stream* consumer) {
+  RETURN_IF_ERROR(NotRestoring("Fetch"));
   return FailIfError(gatherer_->Fetch(module, consumer != nullptr ? consumer : ctx_->stream));
 }
 absl::Status Engine::Release(int module, Stream* consumer) {
+  RETURN_IF_ERROR(NotRestoring("Release"));
   return FailIfError(gatherer_->Release(module, consumer != nullptr ? consumer : ctx_->stream));
 }
 
@@ -128,16 +139,19 @@ absl::Status Engine::AwaitComm() { return RankContext::Order(ctx_->stream, ctx_-
 
 absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype,
                              std::shared_ptr<Event> ready) {
+  RETURN_IF_ERROR(NotRestoring("AddGrad"));
   return FailIfError(reducer_->Add(id, grad, numel, dtype, ready, steps_ + 1));
 }
 
 absl::StatusOr<void*> Engine::GradBuffer(int id) {
+  RETURN_IF_ERROR(NotRestoring("GradBuffer"));
   absl::StatusOr<char*> slot = reducer_->Slot(id, steps_ + 1);
   if (!slot.ok()) return Fail(slot.status());
   return static_cast<void*>(*slot);
 }
 
 absl::Status Engine::GradWritten(int id, std::shared_ptr<Event> written) {
+  RETURN_IF_ERROR(NotRestoring("GradWritten"));
   return FailIfError(reducer_->Written(id, written, steps_ + 1));
 }
 
@@ -168,6 +182,7 @@ absl::StatusOr<std::span<float>> Engine::param(int id) {
 }
 
 absl::Status Engine::SetParam(int id, std::span<const float> values) {
+  RETURN_IF_ERROR(NotRestoring("SetParam"));
   const Layout& layout = ctx_->layout;
   if (id < 0 || id >= static_cast<int>(layout.params().size()) ||
       values.size() != layout.params()[id].numel) {
@@ -205,12 +220,16 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
   return stream->Synchronize();
 }
 
+absl::Status Engine::NotUpdatedEarly() const {
+  if (!updated_early_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "this step was already applied unit by unit as its gradients arrived (offload_overlap): "
+      "call Step");
+}
+
 absl::Status Engine::ZeroGrad() {
-  if (updated_early_) {
-    return absl::FailedPreconditionError(
-        "this step was already applied unit by unit as its gradients arrived (offload_overlap): "
-        "call Step");
-  }
+  RETURN_IF_ERROR(NotRestoring("ZeroGrad"));
+  RETURN_IF_ERROR(NotUpdatedEarly());
   reducer_->Clear();
   return absl::OkStatus();
 }

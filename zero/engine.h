@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <optional>
 #include <span>
 #include <vector>
@@ -208,9 +209,13 @@ class Engine {
   // anything, sets it, drops gradients, waits for communication in flight),
   // then RestoreUnit(u) for u = 0, 1, ... in that order on every rank, each
   // once this rank has overwritten owned_state(u) and its writes on stream()
-  // are enqueued, then EndRestore. Calls out of that order fail the group
-  // (the peers wait in the collectives), as does a failed gather.
+  // are enqueued, then EndRestore. Calls out of that order, and Step,
+  // Fetch, Release, gradients, SetParam or ZeroGrad in between, fail the
+  // group (the peers wait in the collectives), as does a failed gather.
   absl::Status BeginRestore(const ResumePoint& point);
+  // What BeginRestore(point) would refuse, changing nothing: ranks that
+  // must restore together agree on it first.
+  absl::Status CheckResumePoint(const ResumePoint& point) const;
   absl::Status RestoreUnit(int unit);
   absl::Status EndRestore();
 
@@ -220,6 +225,8 @@ class Engine {
   absl::Status Init();
   absl::Status Fail(absl::Status status);  // aborts the group, returns status
   absl::Status FailIfError(absl::Status status) { return status.ok() ? status : Fail(status); }
+  absl::Status NotRestoring(std::string_view call);  // fails the group while restoring
+  absl::Status NotUpdatedEarly() const;
 
   // Update (engine_step.cc).
   // The optimizer's gradient scale: a value, or (clipping, fp16) value x the

@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "zero/engine.h"
+#include "zero/internal/gradient_reducer.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/parameter_gatherer.h"
 #include "zero/internal/rank_context.h"
@@ -39,28 +40,46 @@ absl::Status Engine::Restore(const ResumePoint& point) {
   return EndRestore();
 }
 
-absl::Status Engine::BeginRestore(const ResumePoint& point) {
+absl::Status Engine::CheckResumePoint(const ResumePoint& point) const {
+  if (restore_next_ >= 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "BeginRestore while restoring (%d of %d units restored)", restore_next_,
+        ctx_->unit_count()));
+  }
   if (point.steps < 0) {
     return absl::InvalidArgumentError(absl::StrFormat("restore to step %d", point.steps));
   }
-  // Checked before anything changes; a bf16 or fp32 checkpoint into fp16
-  // keeps the current scale.
-  if (point.loss_scaler && scaler_) RETURN_IF_ERROR(scaler_->Restore(*point.loss_scaler));
-  RETURN_IF_ERROR(ZeroGrad());
+  RETURN_IF_ERROR(NotUpdatedEarly());
+  // A bf16 or fp32 checkpoint into fp16 keeps the current scale.
+  if (!point.loss_scaler || !scaler_) return absl::OkStatus();
+  LossScaler trial = *scaler_;
+  return trial.Restore(*point.loss_scaler);
+}
+
+absl::Status Engine::BeginRestore(const ResumePoint& point) {
+  RETURN_IF_ERROR(CheckResumePoint(point));  // before anything changes
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
+  if (point.loss_scaler && scaler_) RETURN_IF_ERROR(scaler_->Restore(*point.loss_scaler));
+  reducer_->Clear();
   steps_ = point.steps;
   restore_next_ = 0;
   return absl::OkStatus();
 }
 
 absl::Status Engine::RestoreUnit(int unit) {
-  if (restore_next_ < 0 || unit != restore_next_) {
+  if (restore_next_ < 0) {
     return Fail(absl::FailedPreconditionError(
-        restore_next_ < 0
-            ? absl::StrFormat("RestoreUnit(%d) outside BeginRestore .. EndRestore", unit)
-            : absl::StrFormat("RestoreUnit(%d) where unit %d is next: every rank restores the "
-                              "units in order",
-                              unit, restore_next_)));
+        absl::StrFormat("RestoreUnit(%d) outside BeginRestore .. EndRestore", unit)));
+  }
+  if (restore_next_ == ctx_->unit_count()) {
+    return Fail(absl::FailedPreconditionError(absl::StrFormat(
+        "RestoreUnit(%d) after all %d units were restored: call EndRestore", unit,
+        ctx_->unit_count())));
+  }
+  if (unit != restore_next_) {
+    return Fail(absl::FailedPreconditionError(absl::StrFormat(
+        "RestoreUnit(%d) where unit %d is next: every rank restores the units in order", unit,
+        restore_next_)));
   }
   if (absl::Status s = RebuildUnit(unit); !s.ok()) return Fail(s);
   ++restore_next_;
@@ -73,8 +92,11 @@ absl::Status Engine::EndRestore() {
         "EndRestore after %d of %d units restored", restore_next_, ctx_->unit_count())));
   }
   restore_next_ = -1;
-  if (absl::Status s = gatherer_->Refresh(); !s.ok()) return Fail(s);
-  return ctx_->stream->Synchronize();
+  absl::Status refreshed = gatherer_->Refresh();
+  // The caller frees what its copies on the stream read once this returns.
+  absl::Status synced = ctx_->stream->Synchronize();
+  if (!refreshed.ok()) return Fail(refreshed);
+  return synced;
 }
 
 // Stage 0 keeps master weights and state whole on every rank: gather the

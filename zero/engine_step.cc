@@ -12,6 +12,7 @@
 namespace zero {
 
 absl::Status Engine::Step() {
+  RETURN_IF_ERROR(NotRestoring("Step"));
   if (absl::Status ready = reducer_->ReadyForStep(); !ready.ok()) return Fail(ready);
   // The reductions ran on the communication stream.
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);

@@ -198,6 +198,33 @@ TEST_F(EngineErrors, RestoreInStepsOutOfOrder) {
   EXPECT_THAT(std::string(status[2].message()), HasSubstr("after 0 of"));
 }
 
+// After every unit is restored only EndRestore may come; and nothing but
+// the restore may run in between (the peers are in its gathers). A refused
+// BeginRestore changes nothing: the engine is not left restoring.
+TEST_F(EngineErrors, RestoreInStepsRefusesEverythingElse) {
+  auto status = RunRanks(3, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
+    const absl::Status refused = engine->BeginRestore({.steps = -1, .loss_scaler = std::nullopt});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_EQ(engine->CheckResumePoint({.steps = 1, .loss_scaler = std::nullopt}),
+              absl::OkStatus());
+    RETURN_IF_ERROR(engine->BeginRestore({.steps = 1, .loss_scaler = std::nullopt}));
+    const int units = static_cast<int>(engine->layout().units().size());
+    for (int u = 0; u < units; ++u) RETURN_IF_ERROR(engine->RestoreUnit(u));
+    EXPECT_EQ(units, 3);
+    if (r == 0) return engine->RestoreUnit(units);
+    if (r == 1) return engine->Step();
+    return engine->BeginRestore({.steps = 1, .loss_scaler = std::nullopt});
+  });
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kFailedPrecondition) << status[0];
+  EXPECT_THAT(std::string(status[0].message()), HasSubstr("RestoreUnit(3) after all 3 units were restored"));
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kFailedPrecondition) << status[1];
+  EXPECT_THAT(std::string(status[1].message()),
+              HasSubstr("rank 1: Step between BeginRestore and EndRestore (3 of 3"));
+  EXPECT_EQ(status[2].code(), absl::StatusCode::kFailedPrecondition) << status[2];
+  EXPECT_THAT(std::string(status[2].message()), HasSubstr("BeginRestore while restoring"));
+}
+
 // Modules of equal size fetched in another order on one rank: every
 // collective matches, so only the recorded order can tell.
 TEST_F(EngineErrors, StageThreeFetchOrderDiffersBetweenRanks) {

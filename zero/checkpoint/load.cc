@@ -80,8 +80,14 @@ absl::Status PlaceAndRestore(const Participant& rank, Source& source) {
         return restore_placed(placer.units_placed());
       });
   if (placed.ok()) placed = placer.Finish();
-  RETURN_IF_ERROR(restore_placed(static_cast<int>(rank.engine.layout().units().size())));
-  RETURN_IF_ERROR(rank.engine.EndRestore());
+  if (absl::Status s = restore_placed(static_cast<int>(rank.engine.layout().units().size()));
+      !s.ok()) {
+    // The group failed; the copies placed on the stream still read staging
+    // buffers that are freed when this returns.
+    (void)rank.engine.stream()->Synchronize();
+    return s;
+  }
+  RETURN_IF_ERROR(rank.engine.EndRestore());  // waits for the stream
   return placed;
 }
 
@@ -113,10 +119,10 @@ absl::Status Load(const Participant& p, const std::string& path, const LoadOptio
   } else if (absl::Status s = agree.AllOk(Verify(source)); !s.ok()) {
     return context(s);
   }
-  if (absl::Status s = agree.AllOk(p.engine.BeginRestore(PointFor((*source)->manifest, p.engine)));
-      !s.ok()) {
-    return context(s);
-  }
+  const Engine::ResumePoint point = PointFor((*source)->manifest, p.engine);
+  if (absl::Status s = agree.AllOk(p.engine.CheckResumePoint(point)); !s.ok()) return context(s);
+  // Checked on every rank: this fails only with the group (communication).
+  if (absl::Status s = p.engine.BeginRestore(point); !s.ok()) return context(s);
   if (absl::Status s = agree.AllOk(PlaceAndRestore(p, **source)); !s.ok()) {
     return context(s, options.verify_before_placing
                           ? " (after every rank had verified the whole checkpoint: the files "
