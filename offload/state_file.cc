@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -37,6 +38,13 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
   }
   if (options.has_bytes && staging == nullptr) {
     return absl::InvalidArgumentError("state file: needs host memory for its staging buffers");
+  }
+  // A chunk's bytes (planes x elements x 4, padded) must not wrap around.
+  if (options.chunk_elements > (std::numeric_limits<size_t>::max() / 2) / sizeof(float) /
+                                   static_cast<size_t>(planes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state file: chunks of %d elements x %d planes do not fit in memory",
+        options.chunk_elements, planes));
   }
   // One file per state file: ranks and engines of one process never share one.
   static std::atomic<int> instances{0};

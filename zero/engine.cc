@@ -183,6 +183,7 @@ absl::StatusOr<std::span<float>> Engine::param(int id) {
 
 absl::Status Engine::SetParam(int id, std::span<const float> values) {
   RETURN_IF_ERROR(NotRestoring("SetParam"));
+  RETURN_IF_ERROR(NotUpdatedEarly());  // the worker may be stepping the master weights
   const Layout& layout = ctx_->layout;
   if (id < 0 || id >= static_cast<int>(layout.params().size()) ||
       values.size() != layout.params()[id].numel) {
@@ -225,6 +226,16 @@ absl::Status Engine::NotUpdatedEarly() const {
   return absl::FailedPreconditionError(
       "this step was already applied unit by unit as its gradients arrived (offload_overlap): "
       "call Step");
+}
+
+absl::Status Engine::OptimizerMayChange() const {
+  if (!updated_early_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "rank %d: the optimizer's settings changed after backward began, but offload_overlap "
+      "already steps this step's units as their gradients arrive, with the settings as they "
+      "were: change the lr before backward (a scheduler's step() after optimizer.step() does) "
+      "or turn offload_overlap off",
+      ctx_->rank));
 }
 
 absl::Status Engine::ZeroGrad() {

@@ -159,6 +159,10 @@ class Engine {
   absl::Status Step();
   // Drops the gradients of the current step (and of a partial micro-batch).
   absl::Status ZeroGrad();
+  // FailedPrecondition while offload_overlap has stepped (or is stepping,
+  // on its worker) units of this step during backward, until Step: the
+  // optimizer's settings (lr) must not change then.
+  absl::Status OptimizerMayChange() const;
 
   // With clipping and no fp16 the last norm is still in device memory:
   // stats() then waits for stream() to read it (Step never does).

@@ -206,6 +206,9 @@ absl::Status Engine::StreamOwnedState(int unit, size_t begin, size_t count, Stat
         "no elements [%d, %d) in the owned piece of unit %d (%d units)", begin, begin + count,
         unit, ctx_->unit_count()));
   }
+  // offload_overlap's worker may be stepping this state (and owns the file's
+  // staging) until Step.
+  RETURN_IF_ERROR(NotUpdatedEarly());
   if (!ctx_->has_bytes || count == 0) return absl::OkStatus();
   if (state_file_ != nullptr) return state_file_->Run(unit, begin, count, access, fn);
   if (ctx_->on_card() && !ctx_->offload()) {

@@ -98,6 +98,17 @@ class StateFileTest : public ::testing::Test {
   std::unique_ptr<StateFile> file_;
 };
 
+// A chunk whose bytes would wrap around size_t would get a tiny staging
+// buffer and then a read of the whole range into it: refused at creation.
+TEST_F(StateFileTest, ChunksTooLargeToAddressAreRefused) {
+  const size_t huge = (size_t{1} << 62) + 1;  // x 3 planes x 4 bytes wraps to 12
+  auto file = StateFile::Create(kPlanes, {6000}, host_.get(),
+                                {.folder = Folder(), .chunk_elements = huge});
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
+  EXPECT_THAT(std::string(file.status().message()), HasSubstr("do not fit in memory"));
+}
+
 TEST_F(StateFileTest, PlanesStartZeroedAndSurviveWritesBitForBit) {
   for (const auto& plane : ReadAll(2)) {
     for (float v : plane) ASSERT_EQ(v, 0.0f);

@@ -291,7 +291,9 @@ TEST_F(EngineErrors, Fp32AccessToBf16Parameters) {
 
 // With offload_overlap the step is applied during the last micro-batch's
 // backward, so dropping the gradients afterwards would be a lie: refused,
-// and the step then completes normally.
+// and the step then completes normally. Until Step the worker may still be
+// stepping the owned state: reading it (a checkpoint's snapshot), writing
+// it (SetParam) or restoring it is refused too.
 TEST_F(EngineErrors, ZeroGradAfterTheStepWasAppliedEarly) {
   EngineConfig config = Stage2();
   config.offload = Offload::kOptimizer;
@@ -301,6 +303,17 @@ TEST_F(EngineErrors, ZeroGradAfterTheStepWasAppliedEarly) {
     const absl::Status zero = engine->ZeroGrad();
     EXPECT_EQ(zero.code(), absl::StatusCode::kFailedPrecondition) << zero;
     EXPECT_THAT(std::string(zero.message()), HasSubstr("call Step"));
+    const std::vector<float> values(100, 0.5f);
+    const absl::Status reads = engine->StreamOwnedState(
+        0, Engine::StateAccess::kRead, [](size_t, size_t, std::span<float* const>) {
+          ADD_FAILURE() << "read the owned state while the worker steps it";
+          return absl::OkStatus();
+        });
+    for (const absl::Status& s : {engine->SetParam(0, values), reads,
+                                  engine->BeginRestore({.steps = 0, .loss_scaler = {}})}) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("call Step"));
+    }
     RETURN_IF_ERROR(engine->Step());
     EXPECT_EQ(engine->stats().steps, 1);
     return engine->ZeroGrad();

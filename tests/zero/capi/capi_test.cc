@@ -166,6 +166,33 @@ TEST(CapiGroups, SetLrTakesEffect) {
   ExpectBitIdentical(*InitialParams(*model, 1234), results[0].params, "rank 0");
 }
 
+// With offload_overlap the CPU steps each unit as its gradients arrive, with
+// the lr of that moment: an lr set between backward and step cannot apply
+// to this step, and would race with the worker. It is refused, by name;
+// with the overlap off the same call takes effect.
+TEST(CapiGroups, AnLrChangedAfterUnitsSteppedDuringBackwardIsRefused) {
+  std::unique_ptr<Model> model = Transformer();
+  for (bool overlap : {true, false}) {
+    CapiRun capi{.run = SmallRun(2, 2), .optimizer = kAdamW};
+    capi.run.config.offload = Offload::kOptimizer;
+    capi.run.config.offload_overlap = overlap;
+    capi.before_step = [](int, zero_engine* engine) {
+      return zero_engine_set_lr(engine, 0, 0.005);
+    };
+    std::vector<CapiResult> results = TrainWithCapi(*model, capi);
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (!overlap) {
+        EXPECT_EQ(results[r].code, 0) << "rank " << r << ": " << results[r].error;
+        continue;
+      }
+      EXPECT_NE(results[r].code, 0) << "rank " << r;
+      EXPECT_NE(results[r].error.find("offload_overlap already steps this step's units"),
+                std::string::npos)
+          << results[r].error;
+    }
+  }
+}
+
 // Collectives that succeed, except the all-gather, which fails with a text.
 zero_collectives FailingAllGather() {
   zero_collectives fns{};

@@ -121,6 +121,9 @@ absl::Status Train(const Model& model, const CapiRun& capi, zero_engine_t engine
       absl::StatusOr<float> loss = model.ForwardBackward(reader, batch, hooks);
       if (!loss.ok()) return loss.status();
     }
+    if (capi.before_step) {
+      if (absl::Status s = check(capi.before_step(rank, engine)); !s.ok()) return s;
+    }
     if (absl::Status s = check(zero_engine_step(engine)); !s.ok()) return s;
     if (absl::Status s = check(zero_engine_synchronize(engine)); !s.ok()) return s;
   }

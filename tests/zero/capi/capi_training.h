@@ -21,6 +21,9 @@ struct CapiRun {
   bool over_callbacks = false;
   // Called on each rank after create and initial parameters (e.g. set_lr).
   std::function<int(int rank, zero_engine* engine)> before_training;
+  // Called on each rank after the last backward of each step, before
+  // zero_engine_step; nonzero stops that rank's training with the C error.
+  std::function<int(int rank, zero_engine* engine)> before_step;
 };
 
 struct CapiResult {
