@@ -89,18 +89,23 @@ absl::Status Engine::Init() {
   const uint64_t settings[] = {ctx_->layout.Fingerprint(), uint64_t(c.stage),
                                uint64_t(c.gradient_accumulation_steps), c.persistence_threshold,
                                uint64_t(c.param_dtype)};
-  RETURN_IF_ERROR(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),
-                                 "the parameter layout or config"));
+  // From here a rank that fails aborts the group: its peers would wait for
+  // it in the agreement or in their first collective.
+  RETURN_IF_ERROR(FailIfError(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),
+                                             "the parameter layout or config")));
   // zero/placement.h holds the per-stage rules and the paper's formulas.
   const Placement placement = PlaceStates(c, optimizer_->state_buffers(),
                                           ctx_->layout.padded_numel(), ctx_->layout.shard_numel());
-  if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(CreateHostMemory());
-  if (placement.bytes(Home::kNvme) > 0) {
-    // A rank whose file fails must not leave its peers waiting.
-    if (absl::Status s = CreateStateFile(); !s.ok()) return Fail(s);
-  }
-  ASSIGN_OR_RETURN(states_, ModelStates::Allocate(*ctx_, placement.InMemory(), host_.get()));
-  ASSIGN_OR_RETURN(gatherer_, ParameterGatherer::Create(*ctx_, *states_));
+  if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(FailIfError(CreateHostMemory()));
+  if (placement.bytes(Home::kNvme) > 0) RETURN_IF_ERROR(FailIfError(CreateStateFile()));
+  absl::StatusOr<std::unique_ptr<ModelStates>> states =
+      ModelStates::Allocate(*ctx_, placement.InMemory(), host_.get());
+  RETURN_IF_ERROR(FailIfError(states.status()));
+  states_ = *std::move(states);
+  absl::StatusOr<std::unique_ptr<ParameterGatherer>> gatherer =
+      ParameterGatherer::Create(*ctx_, *states_);
+  RETURN_IF_ERROR(FailIfError(gatherer.status()));
+  gatherer_ = *std::move(gatherer);
   reducer_ = std::make_unique<GradientReducer>(*ctx_, *states_,
                                                [this](int unit) { return OnUnitReduced(unit); });
   return absl::OkStatus();
@@ -143,10 +148,15 @@ absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype
   return FailIfError(reducer_->Add(id, grad, numel, dtype, ready, steps_ + 1));
 }
 
-absl::StatusOr<void*> Engine::GradBuffer(int id) {
+absl::StatusOr<void*> Engine::GradBuffer(int id, Stream* producer) {
   RETURN_IF_ERROR(NotRestoring("GradBuffer"));
   absl::StatusOr<char*> slot = reducer_->Slot(id, steps_ + 1);
   if (!slot.ok()) return Fail(slot.status());
+  if (producer != nullptr) {
+    // The pool's wait for a block last used on the communication stream,
+    // the wait for the last reduction and the padding fill are on stream().
+    RETURN_IF_ERROR(FailIfError(RankContext::Order(producer, ctx_->stream)));
+  }
   return static_cast<void*>(*slot);
 }
 
@@ -192,15 +202,25 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
   }
   if (!ctx_->has_bytes) return absl::OkStatus();
   RETURN_IF_ERROR(AwaitComm());  // a gather in flight must not land after these writes
+  std::vector<char> narrow(values.size() * ctx_->esize);
+  Narrow(values.data(), narrow.data(), ctx_->dtype, values.size());
+  const absl::Status written = WriteParam(id, values, narrow.data());
+  // The copies read `values` and `narrow`, also when a later write failed.
+  const absl::Status synced = ctx_->stream->Synchronize();
+  return written.ok() ? synced : written;
+}
+
+// Enqueues SetParam's copies on the stream: the whole (or gathered) unit,
+// stage 0's whole master, and this rank's pieces.
+absl::Status Engine::WriteParam(int id, std::span<const float> values, const char* narrow) {
+  const Layout& layout = ctx_->layout;
   const ParamSlot& p = layout.params()[id];
   const size_t esize = ctx_->esize;
   const int stage = ctx_->config.stage;
   Stream* stream = ctx_->stream;
-  std::vector<char> narrow(values.size() * esize);
-  Narrow(values.data(), narrow.data(), ctx_->dtype, values.size());
   if (char* whole = gatherer_->Whole(p.unit); whole != nullptr) {
-    RETURN_IF_ERROR(stream->Copy(whole + (p.offset - ctx_->unit(p.unit).offset) * esize,
-                                 narrow.data(), narrow.size()));
+    RETURN_IF_ERROR(stream->Copy(whole + (p.offset - ctx_->unit(p.unit).offset) * esize, narrow,
+                                 values.size() * esize));
   }
   if (ctx_->master_apart && stage == 0) {
     RETURN_IF_ERROR(stream->Copy(states_->master_data() + p.offset, values.data(),
@@ -214,11 +234,10 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
     }
     if (stage == 3) {
       RETURN_IF_ERROR(stream->Copy(states_->params_at(piece.shard_offset),
-                                   narrow.data() + piece.param_offset * esize,
-                                   piece.count * esize));
+                                   narrow + piece.param_offset * esize, piece.count * esize));
     }
   }
-  return stream->Synchronize();
+  return absl::OkStatus();
 }
 
 absl::Status Engine::NotUpdatedEarly() const {

@@ -141,7 +141,10 @@ class Engine {
   // at GradBuffer(id) (this rank's device memory, valid until GradWritten),
   // then GradWritten says the writes are done once `written` completes (an
   // event of the producing stream; null: work enqueued on stream() so far).
-  absl::StatusOr<void*> GradBuffer(int id);
+  // The slot is ready (its last reduction done, padding zeroed) in order on
+  // stream(): a `producer` stream other than stream() is made to wait for
+  // that before its later work; without one, write on stream().
+  absl::StatusOr<void*> GradBuffer(int id, Stream* producer = nullptr);
   absl::Status GradWritten(int id, std::shared_ptr<Event> written = nullptr);
   // Copying, for callers that cannot write in place: enqueued on stream()
   // after `ready` (null: stream() order). The host never waits: `grad` in
@@ -172,7 +175,8 @@ class Engine {
   // flat elements [units[u].offset + rank * shard, + shard) as fp32 master
   // weights and one buffer per optimizer state. In device memory (pinned
   // host memory with offload; null on meta devices and with the state on
-  // NVMe, where StreamOwnedState reaches it): copy on stream().
+  // NVMe, where StreamOwnedState reaches it; all null for a unit that does
+  // not exist): copy on stream().
   struct OwnedState {
     float* master;
     std::vector<float*> state;
@@ -231,6 +235,7 @@ class Engine {
   absl::Status FailIfError(absl::Status status) { return status.ok() ? status : Fail(status); }
   absl::Status NotRestoring(std::string_view call);  // fails the group while restoring
   absl::Status NotUpdatedEarly() const;
+  absl::Status WriteParam(int id, std::span<const float> values, const char* narrow);
 
   // Update (engine_step.cc).
   // The optimizer's gradient scale: a value, or (clipping, fp16) value x the

@@ -13,6 +13,7 @@ namespace zero {
 
 Engine::OwnedState Engine::owned_state(int unit) {
   OwnedState owned{.master = nullptr, .state = {}};
+  if (unit < 0 || unit >= ctx_->unit_count()) return owned;  // no such unit: nothing
   std::vector<Buffer>& state = states_->optimizer_state();
   if (state_file_ != nullptr) {  // in the file: StreamOwnedState
     owned.state.assign(optimizer_->state_buffers(), nullptr);
@@ -50,6 +51,7 @@ absl::Status Engine::CheckResumePoint(const ResumePoint& point) const {
     return absl::InvalidArgumentError(absl::StrFormat("restore to step %d", point.steps));
   }
   RETURN_IF_ERROR(NotUpdatedEarly());
+  RETURN_IF_ERROR(gatherer_->NothingFetched("a restore"));  // Refresh drops gathered units
   // A bf16 or fp32 checkpoint into fp16 keeps the current scale.
   if (!point.loss_scaler || !scaler_) return absl::OkStatus();
   LossScaler trial = *scaler_;

@@ -13,6 +13,8 @@ namespace zero {
 
 absl::Status Engine::Step() {
   RETURN_IF_ERROR(NotRestoring("Step"));
+  // Before anything is updated: the peers are in this step's collectives.
+  if (absl::Status s = gatherer_->NothingFetched("Step"); !s.ok()) return Fail(s);
   if (absl::Status ready = reducer_->ReadyForStep(); !ready.ok()) return Fail(ready);
   // The reductions ran on the communication stream.
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);

@@ -1,5 +1,6 @@
 // Bad input to the engine: a clear error on every rank, never a hang.
 #include <barrier>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -7,6 +8,7 @@
 #include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memory/limiting_adaptor.h"
 #include "optimizers/adam.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/engine.h"
@@ -223,6 +225,108 @@ TEST_F(EngineErrors, RestoreInStepsRefusesEverythingElse) {
               HasSubstr("rank 1: Step between BeginRestore and EndRestore (3 of 3"));
   EXPECT_EQ(status[2].code(), absl::StatusCode::kFailedPrecondition) << status[2];
   EXPECT_THAT(std::string(status[2].message()), HasSubstr("BeginRestore while restoring"));
+}
+
+// A restore drops and renews the gathered units: refused while a module is
+// fetched (its kernels may still read them), changing nothing.
+TEST_F(EngineErrors, RestoreWhileAModuleIsFetched) {
+  EngineConfig config = Stage2();
+  config.stage = 3;
+  config.persistence_threshold = 0;
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r, Specs(), config));
+    RETURN_IF_ERROR(engine->Fetch(0));
+    const size_t live = engine->live_gathered_elements();
+    const absl::Status restored = engine->Restore(engine->resume_point());
+    EXPECT_EQ(restored.code(), absl::StatusCode::kFailedPrecondition) << restored;
+    EXPECT_THAT(std::string(restored.message()),
+                HasSubstr("a restore while module 0 is still fetched"));
+    EXPECT_EQ(engine->live_gathered_elements(), live);
+    RETURN_IF_ERROR(engine->param(0).status());
+    return engine->Release(0);
+  });
+  for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
+}
+
+// A rank whose Create fails after the ranks met (here: its device memory)
+// fails the group, so a peer that was created fails at once, not at the
+// timeout (60 s here) or never (NCCL).
+TEST_F(EngineErrors, ACreateThatFailsOnOneRankFailsItsPeersAtOnce) {
+  const absl::Time start = absl::Now();
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    LimitingAdaptor tiny(&d->pool(r), 2048);
+    EngineMemory memory;
+    if (r == 1) memory.device = &tiny;
+    ASSIGN_OR_RETURN(auto engine,
+                     Engine::Create(Stage2(), Specs(), adam_.get(), comm, d, r, memory));
+    RETURN_IF_ERROR(AllGrads(*engine));
+    return engine->Step();
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kResourceExhausted) << status[1];
+  EXPECT_FALSE(status[0].ok());
+}
+
+// In-place hand-over: the slot GradBuffer gives, written (here, or by a
+// copy on another stream that GradBuffer orders after the slot's readiness
+// and GradWritten's event orders before the reduction), then GradWritten,
+// trains the same bits as AddGrad (stage 2, two micro-batches: the slot
+// moves between them). GradWritten without taking the slot in this
+// micro-batch (a pointer kept from the last one is freed by now) is refused.
+TEST_F(EngineErrors, GradientsWrittenInPlaceEqualCopiedOnesAndNeedTheirSlot) {
+  EngineConfig config = Stage2();
+  config.gradient_accumulation_steps = 2;
+  enum Mode { kCopied, kInPlace, kOnAProducerStream };
+  auto train = [&](Mode mode) {
+    std::vector<std::vector<float>> params(2);
+    auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+      ASSIGN_OR_RETURN(auto engine, Create(comm, d, r, Specs(), config));
+      ASSIGN_OR_RETURN(Stream * producer, d->CreateStream(r));
+      for (int step = 0; step < 2; ++step) {
+        for (int micro = 0; micro < 2; ++micro) {
+          std::vector<std::vector<float>> grads(3);  // read by the producer's copies
+          for (int id = 2; id >= 0; --id) {
+            std::vector<float>& g = grads[id];
+            g.resize(Specs()[id].numel);
+            for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * (i + 1) * (r + micro + 1);
+            if (mode == kCopied) {
+              RETURN_IF_ERROR(engine->AddGrad(id, g));
+            } else if (mode == kInPlace) {
+              ASSIGN_OR_RETURN(void* slot, engine->GradBuffer(id));
+              std::memcpy(slot, g.data(), g.size() * sizeof(float));
+              RETURN_IF_ERROR(engine->GradWritten(id));
+            } else {
+              ASSIGN_OR_RETURN(void* slot, engine->GradBuffer(id, producer));
+              RETURN_IF_ERROR(producer->Copy(slot, g.data(), g.size() * sizeof(float)));
+              ASSIGN_OR_RETURN(std::shared_ptr<Event> written, producer->Record());
+              RETURN_IF_ERROR(engine->GradWritten(id, written));
+            }
+          }
+          RETURN_IF_ERROR(producer->Synchronize());
+        }
+        RETURN_IF_ERROR(engine->Step());
+      }
+      for (int id = 0; id < 3; ++id) {
+        ASSIGN_OR_RETURN(std::span<float> p, engine->param(id));
+        params[r].insert(params[r].end(), p.begin(), p.end());
+      }
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
+    return params[0];
+  };
+  const std::vector<float> copied = train(kCopied);
+  ASSERT_EQ(copied.size(), 180u);
+  EXPECT_EQ(copied, train(kInPlace));
+  EXPECT_EQ(copied, train(kOnAProducerStream));
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(auto engine, Create(comm, d, r, Specs(), config));
+    return engine->GradWritten(2);
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("GradWritten for 'c' without GradBuffer"));
+  }
 }
 
 // Modules of equal size fetched in another order on one rank: every

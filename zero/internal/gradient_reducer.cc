@@ -27,7 +27,7 @@ absl::Status GradientReducer::CheckHandOver(int id, int64_t step) const {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d: gradient for parameter #%d, but %d are registered", ctx_.rank, id, count));
   }
-  if (received_[id]) {
+  if (received_[id] == kWritten) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "rank %d: gradient of '%s' handed over twice in micro-batch %d", ctx_.rank,
         ctx_.layout.params()[id].name, micro_batches_ + 1));
@@ -42,12 +42,22 @@ absl::Status GradientReducer::CheckHandOver(int id, int64_t step) const {
 
 absl::StatusOr<char*> GradientReducer::Slot(int id, int64_t step) {
   RETURN_IF_ERROR(CheckHandOver(id, step));
-  return SlotOf(id);
+  ASSIGN_OR_RETURN(char* slot, SlotOf(id));
+  received_[id] = kSlotted;
+  return slot;
 }
 
 absl::Status GradientReducer::Written(int id, const std::shared_ptr<Event>& written,
                                       int64_t step) {
   RETURN_IF_ERROR(CheckHandOver(id, step));
+  // The slot moves between micro-batches, and taking it readies the unit's
+  // buffer (padding zeroed, the last reduction waited for).
+  if (received_[id] != kSlotted) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d: GradWritten for '%s' without GradBuffer in micro-batch %d (the buffer "
+        "changes between micro-batches: take it again)",
+        ctx_.rank, ctx_.layout.params()[id].name, micro_batches_ + 1));
+  }
   if (written) RETURN_IF_ERROR(ctx_.stream->Wait(written));
   return MarkWritten(id);
 }
@@ -60,7 +70,7 @@ absl::StatusOr<char*> GradientReducer::SlotOf(int id) {
 }
 
 absl::Status GradientReducer::MarkWritten(int id) {
-  received_[id] = 1;
+  received_[id] = kWritten;
   ++units_[ctx_.layout.params()[id].unit].received;
   return ReduceReadyUnits();
 }
@@ -90,11 +100,11 @@ absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType 
 
 absl::Status GradientReducer::ReadyForStep() const {
   const int gas = ctx_.config.gradient_accumulation_steps;
-  const int partial = static_cast<int>(std::count(received_.begin(), received_.end(), 1));
+  const int partial = static_cast<int>(std::count(received_.begin(), received_.end(), kWritten));
   if (micro_batches_ == gas && partial == 0) return absl::OkStatus();
   std::vector<std::string> missing;
   for (size_t i = 0; i < received_.size() && missing.size() < 5; ++i) {
-    if (!received_[i]) missing.push_back("'" + ctx_.layout.params()[i].name + "'");
+    if (received_[i] != kWritten) missing.push_back("'" + ctx_.layout.params()[i].name + "'");
   }
   return absl::FailedPreconditionError(absl::StrFormat(
       "rank %d: Step before every gradient arrived: %d of %d micro-batches complete%s",

@@ -71,7 +71,10 @@ class GradientReducer {
   ModelStates& states_;
   const OnReduced on_reduced_;
   std::vector<UnitState> units_;
-  std::vector<uint8_t> received_;  // per parameter, in this micro-batch
+  // Per parameter, in this micro-batch: kSlotted once GradBuffer gave its
+  // slot, kWritten once handed over.
+  static constexpr uint8_t kSlotted = 2, kWritten = 1;
+  std::vector<uint8_t> received_;
   int next_unit_to_reduce_;
   int micro_batches_ = 0;
 };

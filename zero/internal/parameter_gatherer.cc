@@ -157,14 +157,20 @@ absl::Status ParameterGatherer::Drop(int unit) {
   return absl::OkStatus();
 }
 
-absl::Status ParameterGatherer::FinishStep() {
+absl::Status ParameterGatherer::NothingFetched(std::string_view call) const {
   if (ctx_.config.stage < 3) return absl::OkStatus();
   for (int m = 0; m < static_cast<int>(fetch_count_.size()); ++m) {
     if (fetch_count_[m] > 0) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "rank %d: Step while module %d is still fetched (Release it first)", ctx_.rank, m));
+          "rank %d: %s while module %d is still fetched (Release it first)", ctx_.rank, call, m));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterGatherer::FinishStep() {
+  if (ctx_.config.stage < 3) return absl::OkStatus();
+  RETURN_IF_ERROR(NothingFetched("Step"));
   if (plan_.empty()) {
     RETURN_IF_ERROR(CheckAgreement(ctx_, Fnv1a(trace_.data(), trace_.size() * sizeof(int)),
                                    "the order of module fetches in the first step"));

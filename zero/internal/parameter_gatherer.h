@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,6 +50,9 @@ class ParameterGatherer {
   // go and persistent units are gathered afresh. FailedPrecondition while a
   // module is still fetched.
   absl::Status FinishStep();
+  // FailedPrecondition naming `call` while a module is fetched (stage 3:
+  // its gathered buffer is in use).
+  absl::Status NothingFetched(std::string_view call) const;
   // Collective: drops stale gathered copies, renews the persistent ones.
   absl::Status Refresh();
 
