@@ -81,6 +81,11 @@ def _named_state(model):
     return unique
 
 
+def named_state_keys(model):
+    """The keys load_state_dict takes: parameters and persistent buffers."""
+    return {n for n, _ in _named_state(model)}
+
+
 def load_state_dict(model, values, strict=True):
     """Sets the wrapped model from a plain state_dict (same on every rank).
     Missing or unexpected keys (strict) and shape mismatches are errors

@@ -157,7 +157,7 @@ def engine_config(config, world_size):
     total = reader.take("train_batch_size", int, None, lambda v: v >= 1)
     if gas is None and micro and total:
         gas = total // (micro * world_size)
-    if gas and micro and total and total != gas * micro * world_size:
+    if gas is not None and micro and total and total != gas * micro * world_size:
         raise ZeroError("config: train_batch_size %d != train_micro_batch_size_per_gpu %d x "
                         "gradient_accumulation_steps %d x %d processes"
                         % (total, micro, gas, world_size))

@@ -11,9 +11,13 @@ engine has their module gathered, when they alias the gathered memory.
 - Backward: autograd must not keep pointers into memory that a release
   frees, so saved-tensor hooks replace every saved view of a gathered
   parameter by (parameter, offset, size, stride) and rebuild it in backward,
-  fetching the module again if needed. A module fetched for backward is
-  released once all its parameters' gradients have arrived, the rest when
-  backward ends.
+  fetching the module again if needed; a module none of whose parameters
+  was saved (a first layer, whose input needs no gradient) is fetched when
+  its first gradient arrives, since autograd checks the gradient against
+  the parameter's shape. A module fetched for backward is released once
+  all its parameters' gradients have arrived, the rest when backward ends.
+- A submodule called on its own, outside the wrapped model's forward, is
+  the root of its call: the mode and the saved-tensor hooks are on for it.
 - Activation checkpointing (torch.utils.checkpoint, reentrant or not): its
   recomputation runs modules' forwards again inside backward, so their
   pre-forward hooks fetch again; what the recomputed forward saves points
@@ -46,6 +50,7 @@ class Stage3:
         self.pending = [len(m) for m in self.members]
         self.busy = False  # inside fetch or release: their own tensor calls pass the mode
         self.recompute_modes = []  # a mode per module recomputed in backward
+        self.roots = []  # (frames below the module, contexts) per submodule called on its own
         self.empty = torch.empty(0, dtype=state.dtype, device=state.engine.device)
         for entries in self.members:
             for e in entries:
@@ -79,7 +84,8 @@ class Stage3:
 
     # ---- forward ----
     def install(self, model):
-        handles = []
+        handles = [e.param.register_hook(lambda grad, e=e: self._grad_arriving(e))
+                   for entries in self.members for e in entries]
         for module in model.modules():
             uses = self.state.uses.get(module)
             if not uses:
@@ -96,6 +102,12 @@ class Stage3:
             mode = _FetchOnUse(self)
             mode.__enter__()
             self.recompute_modes.append(mode)
+        elif not self.frames:
+            # A submodule called on its own (model.lm_head(h)), outside the
+            # wrapped forward: it becomes the root, with the mode and the
+            # saved-tensor hooks, or autograd would keep pointers into the
+            # gathered memory its release frees.
+            self._open_root()
         self.frames.append(list(uses))
         for m in uses:
             self.fetch(m)
@@ -108,6 +120,23 @@ class Stage3:
             return
         for m in reversed(self.frames.pop()):
             self.release(m)
+        if self.roots and len(self.frames) == self.roots[-1][0]:
+            self._close_root()
+
+    def _open_root(self):
+        contexts = [_FetchOnUse(self),
+                    torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)]
+        for c in contexts:
+            c.__enter__()
+        self.frames.append([])  # what the mode fetches for the root
+        self.roots.append((len(self.frames), contexts))
+
+    def _close_root(self):
+        _, contexts = self.roots.pop()
+        for m in reversed(self.frames.pop()):
+            self.release(m)
+        for c in reversed(contexts):
+            c.__exit__(None, None, None)
 
     def run_forward(self, forward, args, kwargs):
         """The wrapped model's forward: a root frame, the mode, the saved-tensor hooks."""
@@ -147,6 +176,16 @@ class Stage3:
             self.fetch(e.module)
             self.held_for_backward[e.module] = self.held_for_backward.get(e.module, 0) + 1
         return torch.as_strided(e.param.data, saved.size, saved.stride, saved.offset)
+
+    def _grad_arriving(self, e):
+        """Before autograd accumulates a gradient, the parameter must have its
+        shape: a module whose backward saved none of its parameters (a first
+        layer, whose input needs no gradient) is fetched here and held until
+        its gradients have arrived."""
+        if self.count[e.module] == 0:
+            self.state.begin_backward()
+            self.fetch(e.module)
+            self.held_for_backward[e.module] = self.held_for_backward.get(e.module, 0) + 1
 
     def grad_done(self, e):
         self.pending[e.module] -= 1

@@ -60,6 +60,7 @@ class _State:
         self.accumulation = engine_cfg.get("gradient_accumulation_steps", 1)
         self.dtype = _DTYPES[engine_cfg.get("param_dtype", "f32")]
         named = list(model.named_parameters())
+        self.named = named
         group_of = _groups_of(named, optimizer)
         self._register(model, named, group_of, options.get("fetch_granularity", "module"))
         _cast_rest(model, self.by_param, self.dtype)
@@ -133,9 +134,29 @@ class _State:
     def begin_backward(self):
         if self.in_backward:
             return
-        self.in_backward = True
         self.sync_lr()  # before any gradient: offload may step units during backward
         torch.autograd.Variable._execution_engine.queue_callback(self.end_backward)
+        self.in_backward = True
+
+    def abandon_backward(self):
+        """A backward that raised (an OOM caught by the loop) never reached
+        end_backward: zero_grad drops its gradients and this its books."""
+        if not self.in_backward and not self.got:
+            return
+        self.in_backward = False
+        self.got.clear()
+        if self.stage3 is not None:
+            self.stage3.end_backward()
+
+    def check_trainable(self):
+        """The engine holds the parameters that were trainable at wrap: one
+        frozen since would still be stepped (weight decay, momentum), one
+        unfrozen never."""
+        for name, p in self.named:
+            if p.requires_grad != (id(p) in self.by_param):
+                raise ZeroError("parameter '%s' was %s after zero.wrap: set requires_grad "
+                                "before wrapping" % (name, "unfrozen" if p.requires_grad
+                                                     else "frozen"))
 
     def end_backward(self):
         """Parameters that got no gradient this backward contribute zeros."""
@@ -278,11 +299,13 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if closure is not None:
             raise ZeroError("optimizer.step(closure) is not supported")
+        self._zero_state.check_trainable()
         self._zero_state.sync_lr()
         self._zero_state.engine.step()
 
     def zero_grad(self, set_to_none=True):
         self._zero_state.engine.zero_grad()
+        self._zero_state.abandon_backward()
         for e in self._zero_state.entries:
             e.param.grad = None
 
@@ -305,6 +328,11 @@ def wrap(model, optimizer, config=None, group=None):
     if isinstance(optimizer, ZeroOptimizer):
         raise ZeroError("this optimizer is already wrapped by zero.wrap")
     _lib.warn_if_unoptimized()
+    if group is None and _world(None) > 1:
+        # The engine's collectives run on its own thread, interleaved with
+        # the program's: on one group gloo or NCCL could pair one rank's
+        # engine call with another's all_reduce of the loss. The same ranks.
+        group = dist.new_group(ranks=list(range(dist.get_world_size())))
     state = _State(model, optimizer, config, group)
     for e in state.entries:
         e.param.register_post_accumulate_grad_hook(state.on_grad)
@@ -313,7 +341,22 @@ def wrap(model, optimizer, config=None, group=None):
         forward = model.forward
         model.forward = lambda *a, **k: state.stage3.run_forward(forward, a, k)
     model._zero_state = state
+    model.load_state_dict = lambda *a, **k: _load_state_dict(model, *a, **k)
     return model, ZeroOptimizer(state, optimizer)
+
+
+def _load_state_dict(model, state_dict, strict=True, assign=False):
+    """model.load_state_dict on a wrapped model: the parameters live in the
+    engine (bf16 or offloaded: its fp32 masters), where torch's copy_ would
+    not reach, so it is zero.load_state_dict."""
+    from ._checkpoint import load_state_dict, named_state_keys
+    if assign:
+        raise ZeroError("load_state_dict(assign=True) on a wrapped model would replace the "
+                        "parameters the engine holds: load without assign")
+    keys = named_state_keys(model)
+    load_state_dict(model, state_dict, strict)
+    return torch.nn.modules.module._IncompatibleKeys(
+        sorted(keys - set(state_dict)), sorted(set(state_dict) - keys))
 
 
 def state_of(model):

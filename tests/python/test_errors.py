@@ -77,6 +77,9 @@ def test_unsupported_optimizer_and_options():
      "offload_param' needs stage >= 3"),
     ({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4,
       "gradient_accumulation_steps": 2}, "train_batch_size 10"),
+    # Smaller than one micro-batch on every process: was silently 1 step.
+    ({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 16},
+     "train_batch_size 8 != .* gradient_accumulation_steps 0"),
     ({"activation_checkpointing": {}}, "'activation_checkpointing' is unknown"),
     ({"zero": {"fetch_granularity": "leaf"}}, "'zero.fetch_granularity'"),
 ])

@@ -288,7 +288,10 @@ int zero_engine_synchronize(zero_engine_t engine) {
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));
     RETURN_IF_ERROR(engine->engine->comm_stream()->Synchronize());
-    return engine->engine->stream()->Synchronize();
+    RETURN_IF_ERROR(engine->engine->stream()->Synchronize());
+    // A collective that failed after its call returned (a gather after
+    // Step, a prefetch): what was just waited for is not what it should be.
+    return engine->comm->AsyncError();
   });
 }
 

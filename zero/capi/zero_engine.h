@@ -154,7 +154,8 @@ int zero_engine_zero_grad(zero_engine_t engine);
  * both with zero_engine_synchronize. */
 int zero_engine_stream(zero_engine_t engine, void** stream);
 /* Waits on the host until the work the engine has enqueued so far (on its
- * stream and its communication stream) is done. */
+ * stream and its communication stream) is done; fails with a collective's
+ * error if one failed after its call had returned. */
 int zero_engine_synchronize(zero_engine_t engine);
 
 /* Learning rate of parameter group `group`, used from the next update. */
