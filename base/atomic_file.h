@@ -8,8 +8,10 @@
 
 namespace zero {
 
-// Writes `contents` to `path` through a temporary file in the same folder,
-// fsync and rename. On error the old file, if any, is untouched.
+// Writes `contents` to `path` through a temporary file of its own in the
+// same folder, fsync, rename and fsync of the folder. On error the old file,
+// if any, is untouched. Thread-safe, also for one path. Errors carry the
+// system's reason as their code (ENOSPC: ResourceExhausted).
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 }  // namespace zero

@@ -30,6 +30,8 @@ int OpenFlags(FileMode mode) {
       return O_RDWR | O_CREAT | O_TRUNC;
     case FileMode::kReadWrite:
       return O_RDWR | O_CREAT;
+    case FileMode::kCreateNew:
+      return O_RDWR | O_CREAT | O_EXCL;
   }
   return O_RDONLY;
 }
@@ -77,7 +79,7 @@ absl::StatusOr<DirectFile> DirectFile::Open(const std::string& path, FileMode mo
   }
   int direct = -1;
   if (options.direct) {
-    direct = open(path.c_str(), (flags & ~(O_CREAT | O_TRUNC)) | O_DIRECT);
+    direct = open(path.c_str(), (flags & ~(O_CREAT | O_TRUNC | O_EXCL)) | O_DIRECT);
     // EINVAL: the filesystem has no O_DIRECT (tmpfs); buffered it is.
     if (direct < 0 && errno != EINVAL) {
       const int err = errno;

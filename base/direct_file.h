@@ -36,6 +36,7 @@ enum class FileMode {
   kRead,
   kWrite,      // create or truncate
   kReadWrite,  // create if missing, keep the contents
+  kCreateNew,  // create; AlreadyExists when the path exists (another owner's file)
 };
 
 // A file opened for positional I/O; move-only, closes on destruction.

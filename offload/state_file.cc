@@ -9,8 +9,10 @@
 #include <future>
 #include <limits>
 #include <optional>
+#include <system_error>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/crc32c.h"
 #include "base/status_macros.h"
@@ -25,6 +27,21 @@ constexpr size_t kAhead = 2;  // reads ahead; the rest: the caller's chunk, two 
 // for three) stay in the cores' caches until their CRC is taken, and fn
 // still gets enough to split across threads (optimizers/parallel.h).
 constexpr size_t kChecksumBlock = size_t{1} << 16;
+
+// `io` on a thread of its own; when none can be started (std::async throws
+// std::system_error: a thread limit, no memory) a future that holds the
+// error, which the pass then returns like a failed read or write.
+template <typename Fn>
+std::future<absl::Status> Launch(Fn io) {
+  try {
+    return std::async(std::launch::async, std::move(io));
+  } catch (const std::system_error& e) {
+    std::promise<absl::Status> failed;
+    failed.set_value(absl::ResourceExhaustedError(
+        absl::StrCat("state file: cannot start an I/O thread: ", e.what())));
+    return failed.get_future();
+  }
+}
 
 }  // namespace
 
@@ -145,8 +162,8 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
     if (pass == Pass::kWrite && whole) return;  // overwritten entirely: nothing to read
     if (!writes && Holds(index(j), range, j)) return;
     if (has_bytes_) held_[index(j)] = {range, j, c.version};
-    pending[index(j)] = std::async(
-        std::launch::async, [this, slot = c.slot, to = buffer(j)] { return store_->Read(slot, to); });
+    pending[index(j)] =
+        Launch([this, slot = c.slot, to = buffer(j)] { return store_->Read(slot, to); });
   };
   for (size_t j = first; j < first + kAhead && j <= last; ++j) read(j);
   for (size_t j = first; j <= last; ++j) {
@@ -183,7 +200,7 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
       break;
     }
     fresh[j - first] = *slot;
-    pending[b] = std::async(std::launch::async, [this, slot = *slot, from = buffer(j), checksum] {
+    pending[b] = Launch([this, slot = *slot, from = buffer(j), checksum] {
       return store_->Write(slot, from, checksum);
     });
   }

@@ -11,23 +11,32 @@
 
 namespace zero {
 
+namespace {
+constexpr int kNameAttempts = 64;  // names tried before giving up
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Create(const std::string& folder,
                                                              const std::string& file_name,
                                                              NvmeStoreOptions options) {
   if (folder.empty()) {
     return absl::InvalidArgumentError("nvme store: no folder given for the offload file");
   }
-  const std::string path = folder + "/" + file_name;
+  std::string path = folder + "/" + file_name;
   std::optional<DirectFile> file;
-  if (options.has_bytes) {
+  // Never another's file: processes in other PID namespaces (a container
+  // per card) may share a pid, and so a name, over one mounted folder.
+  for (int attempt = 1; options.has_bytes && !file.has_value(); ++attempt) {
     absl::StatusOr<DirectFile> opened =
-        DirectFile::Open(path, FileMode::kReadWrite, {.direct = options.direct});
+        DirectFile::Open(path, FileMode::kCreateNew, {.direct = options.direct});
+    if (absl::IsAlreadyExists(opened.status()) && attempt < kNameAttempts) {
+      path = absl::StrFormat("%s/%s.%d", folder, file_name, attempt);
+      continue;
+    }
     if (!opened.ok()) {
       return Annotate(opened.status(),
                       absl::StrFormat("nvme store: cannot create the offload file %s", path));
     }
     file = *std::move(opened);
-    RETURN_IF_ERROR(Annotate(file->Truncate(0), "nvme store: " + path));
   }
   return std::unique_ptr<NvmeStore>(new NvmeStore(path, std::move(file), std::move(options)));
 }

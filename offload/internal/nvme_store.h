@@ -9,7 +9,8 @@
 //
 // Thread-safe: the books are under a mutex; reads and writes of different
 // slots run concurrently, outside it (one caller per slot at a time). The
-// file is created (truncated) by Create and removed by the destructor.
+// file is created new by Create (never an existing one) and removed by the
+// destructor.
 #pragma once
 
 #include <cstddef>
@@ -53,8 +54,9 @@ class NvmeStore {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
 
-  // Creates `folder`/`file_name` (truncating a stale one). Errors name the
-  // path and why (a folder that is missing or not writable).
+  // Creates `folder`/`file_name`, or `file_name`.1, .2, ... where that
+  // exists (another process's, or a stale one: never truncated). Errors
+  // name the path and why (a folder that is missing or not writable).
   static absl::StatusOr<std::unique_ptr<NvmeStore>> Create(const std::string& folder,
                                                            const std::string& file_name,
                                                            NvmeStoreOptions options = {});

@@ -327,6 +327,10 @@ def wrap(model, optimizer, config=None, group=None):
         raise ZeroError("this model is already wrapped by zero.wrap")
     if isinstance(optimizer, ZeroOptimizer):
         raise ZeroError("this optimizer is already wrapped by zero.wrap")
+    for name, p in model.named_parameters():
+        if getattr(p, "_zero_wrapped", False):
+            raise ZeroError("parameter '%s' already belongs to a model wrapped by zero.wrap (a "
+                            "submodule or parent of this one): wrap one model once" % name)
     _lib.warn_if_unoptimized()
     if group is None and _world(None) > 1:
         # The engine's collectives run on its own thread, interleaved with
@@ -336,6 +340,7 @@ def wrap(model, optimizer, config=None, group=None):
     state = _State(model, optimizer, config, group)
     for e in state.entries:
         e.param.register_post_accumulate_grad_hook(state.on_grad)
+        e.param._zero_wrapped = True
     if state.stage3 is not None:
         state.stage3.install(model)
         forward = model.forward

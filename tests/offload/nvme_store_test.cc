@@ -203,6 +203,24 @@ TEST(NvmeStoreCreateTest, TheFileIsRemovedWithTheStore) {
   EXPECT_NE(stat(path.c_str(), &st), 0);
 }
 
+// Two stores asked for one name (processes with the same pid in two
+// containers over one folder) get two files; neither truncates the other.
+TEST(NvmeStoreCreateTest, AnExistingFileIsNeverTakenOver) {
+  const std::string taken = TempFolder() + "/taken.swap";
+  const int fd = open(taken.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "someone's", 9), 9);
+  close(fd);
+  auto first = NvmeStore::Create(TempFolder(), "taken.swap");
+  auto second = NvmeStore::Create(TempFolder(), "taken.swap");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ((*first)->path(), taken + ".1");
+  EXPECT_EQ((*second)->path(), taken + ".2");
+  struct stat st;
+  ASSERT_EQ(stat(taken.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 9) << "the existing file was truncated";
+}
+
 TEST(NvmeStoreMetaTest, BooksWithoutAFile) {
   const std::string folder = TempFolder() + "/meta_store";
   mkdir(folder.c_str(), 0755);

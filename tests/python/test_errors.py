@@ -27,6 +27,9 @@ def test_wrap_twice():
     model, opt2 = zero.wrap(model, opt, {})
     _raises("already wrapped", model, opt)
     _raises("optimizer is already wrapped", GPT(), opt2)
+    block = model.blocks[0]  # a submodule of the wrapped model
+    _raises(r"parameter '.*' already belongs to a model wrapped by zero.wrap", block,
+            torch.optim.AdamW(block.parameters(), lr=1e-3, foreach=False))
 
 
 def test_model_on_an_unsupported_device_or_on_several():
