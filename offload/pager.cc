@@ -467,13 +467,13 @@ absl::Status Pager::MoveIn(Tensor& t, size_t min_next_use) {
   t.device = device;
   t.dirty = false;
   t.uses.clear();
+  Recount(t, from);  // resident now, whatever freeing the staging says
+  ++stats_.page_ins;
+  if (copy) stats_.bytes_paged_in += t.bytes;
   // The file holds what the staging block does: it goes back behind the copy.
   if (nvme_ != nullptr && t.host != nullptr && !t.host_dirty) {
     RETURN_IF_ERROR(FreeStaging(t, in_));
   }
-  Recount(t, from);
-  ++stats_.page_ins;
-  if (copy) stats_.bytes_paged_in += t.bytes;
   return absl::OkStatus();
 }
 

@@ -31,16 +31,22 @@ class _CardBytes:
                                          "data": (ptr, False), "version": 2}
 
 
-def _tensor(ptr, count, dtype, device=None):
+def _tensor(ptr, count, dtype, device=None, owner=None):
     """`count` elements at address `ptr` (of `device`: default host memory)
-    as a tensor aliasing them."""
+    as a tensor aliasing them. `owner` (the engine whose memory it is) stays
+    alive as long as any tensor over these bytes: a parameter kept after
+    its model (an un-cloned state_dict) must not outlive the memory."""
     device = device or torch.device("cpu")
     if count == 0 or not ptr:
         return torch.empty(0, dtype=dtype, device=device)
     size = count * torch.empty(0, dtype=dtype).element_size()
     if device.type == "cuda":
-        return torch.as_tensor(_CardBytes(ptr, size), device=device).view(dtype)
-    return torch.frombuffer((ctypes.c_byte * size).from_address(ptr), dtype=dtype)
+        card = _CardBytes(ptr, size)
+        card.owner = owner
+        return torch.as_tensor(card, device=device).view(dtype)
+    memory = (ctypes.c_byte * size).from_address(ptr)
+    memory._zero_owner = owner  # torch.frombuffer keeps `memory` with the storage
+    return torch.frombuffer(memory, dtype=dtype)
 
 
 def _reduce_in_order(chunks, op, out):

@@ -63,7 +63,7 @@ class Engine:
                                                 ctypes.byref(numel), ctypes.byref(dtype)),
                     "reading parameter %d" % index)
         return _comm._tensor(data.value, numel.value, _lib.TORCH_DTYPE[dtype.value],
-                             self.device).view(shape)
+                             self.device, owner=self).view(shape)
 
     def set_param(self, index, values):
         """From host memory (the engine copies it before returning); call

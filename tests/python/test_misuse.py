@@ -3,6 +3,8 @@ silence (one process, a group of one): call a stage-3 submodule on its own,
 load a plain state_dict through torch's own method, change requires_grad
 after wrapping, and go on after a backward that raised."""
 
+import gc
+
 import pytest
 import torch
 
@@ -133,3 +135,19 @@ def test_a_backward_that_raised_is_dropped_by_zero_grad(stage):
     want, got = zero.full_parameters(clean), zero.full_parameters(failing)
     for name in want:
         assert torch.equal(want[name], got[name]), name
+
+
+def test_parameters_kept_after_their_model_keep_their_memory():
+    """An un-cloned state_dict outlives the model, optimizer and engine's
+    other owners: its tensors alias the engine's memory, which must stay."""
+    model, opt = _wrapped({"zero_optimization": {"stage": 2}})
+    kept = dict(model.state_dict())
+    copies = {name: t.clone() for name, t in kept.items()}
+    del model, opt
+    gc.collect()
+    for _ in range(3):  # reuse what a freed engine's memory would have been
+        other, other_opt = _wrapped({"zero_optimization": {"stage": 2}}, seed=5)
+        other(_x(0)).sum().backward()
+        other_opt.step()
+    for name, t in kept.items():
+        assert torch.equal(t, copies[name]), name
