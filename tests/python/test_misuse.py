@@ -4,6 +4,7 @@ load a plain state_dict through torch's own method, change requires_grad
 after wrapping, and go on after a backward that raised."""
 
 import gc
+import weakref
 
 import pytest
 import torch
@@ -151,3 +152,17 @@ def test_parameters_kept_after_their_model_keep_their_memory():
         other_opt.step()
     for name, t in kept.items():
         assert torch.equal(t, copies[name]), name
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_a_wrapped_model_is_freed_with_its_last_reference(stage):
+    """Autograd keeps parameter hooks in C++; hooks that held the wrapper
+    made a cycle the collector cannot see, and every engine lived forever."""
+    model, opt = _wrapped({"zero_optimization": {"stage": stage}})
+    model(_x(0)).sum().backward()
+    opt.step()
+    engine = weakref.ref(model._zero_state.engine)
+    del model, opt
+    for _ in range(2):  # the wrapper's cycles, then the engine's with its parameters' memory
+        gc.collect()
+    assert engine() is None
