@@ -34,6 +34,13 @@ def _x(step):
     return torch.randn(8, 16, generator=g)
 
 
+def _expect_same_parameters(want_model, got_model):
+    want, got = zero.full_parameters(want_model), zero.full_parameters(got_model)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+
+
 STAGE3 = {"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
 
 
@@ -57,9 +64,7 @@ def test_a_stage3_submodule_called_on_its_own_trains_as_through_the_model():
         loss.backward()
         dopt.step()
         dopt.zero_grad()
-    want, got = zero.full_parameters(model), zero.full_parameters(direct)
-    for name in want:
-        assert torch.equal(want[name], got[name]), name
+    _expect_same_parameters(model, direct)
 
 
 def test_torch_load_state_dict_reaches_the_masters():
@@ -133,9 +138,7 @@ def test_a_backward_that_raised_is_dropped_by_zero_grad(stage):
             model(_x(step)).pow(2).sum().backward()
             opt.step()
             opt.zero_grad()
-    want, got = zero.full_parameters(clean), zero.full_parameters(failing)
-    for name in want:
-        assert torch.equal(want[name], got[name]), name
+    _expect_same_parameters(clean, failing)
 
 
 def test_parameters_kept_after_their_model_keep_their_memory():
