@@ -47,8 +47,8 @@ class ParameterGatherer {
 
   // Collective, after the update (stage 3): the first step's order becomes
   // the prefetch plan once every rank agrees on it; stale gathered copies
-  // go and persistent units are gathered afresh. FailedPrecondition while a
-  // module is still fetched.
+  // go and persistent units are gathered afresh. The caller has checked
+  // NothingFetched before the update.
   absl::Status FinishStep();
   // FailedPrecondition naming `call` while a module is fetched (stage 3:
   // its gathered buffer is in use).
