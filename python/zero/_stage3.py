@@ -26,10 +26,10 @@ engine has their module gathered, when they alias the gathered memory.
   (until its gradients have arrived) instead of released at the end of its
   forward. The fetch-on-use mode is active during recomputation too."""
 
-import weakref
-
 import torch
 from torch.overrides import TorchFunctionMode
+
+from ._weak import weak_method
 
 
 class _Saved:
@@ -86,7 +86,7 @@ class Stage3:
 
     # ---- forward ----
     def install(self, model):
-        arriving = _weak_grad_arriving(self)
+        arriving = weak_method(self, "_grad_arriving")  # autograd keeps it in C++
         handles = [e.param.register_hook(lambda grad, e=e: arriving(e))
                    for entries in self.members for e in entries]
         for module in model.modules():
@@ -203,19 +203,6 @@ class Stage3:
         for m in list(self.held_for_backward):
             self._release_held(m)
         self.pending = [len(m) for m in self.members]
-
-
-def _weak_grad_arriving(stage3):
-    """Stage3._grad_arriving without a strong reference: autograd keeps
-    tensor hooks in C++, where a cycle back to the parameter is never
-    collected (see _wrap._weak)."""
-    ref = weakref.ref(stage3)
-
-    def call(e):
-        target = ref()
-        if target is not None:
-            target._grad_arriving(e)
-    return call
 
 
 def _in_backward():

@@ -8,8 +8,6 @@ in-place gradient view is issue 10's) and drop p.grad. optimizer.step() is
 the engine's Step, with the param groups' current lr; zero_grad() its
 ZeroGrad. Stage 3 is _stage3.py."""
 
-import weakref
-
 import torch
 import torch.distributed as dist
 
@@ -18,6 +16,7 @@ from ._engine import Engine
 from ._lib import ZeroError
 from ._order import device_of
 from ._stage3 import Stage3
+from ._weak import weak_method
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -340,7 +339,7 @@ def wrap(model, optimizer, config=None, group=None):
         # engine call with another's all_reduce of the loss. The same ranks.
         group = dist.new_group(ranks=list(range(dist.get_world_size())))
     state = _State(model, optimizer, config, group)
-    on_grad = _weak(state, "on_grad")
+    on_grad = weak_method(state, "on_grad")  # autograd keeps it in C++
     for e in state.entries:
         e.param.register_post_accumulate_grad_hook(on_grad)
         e.param._zero_wrapped = True
@@ -351,19 +350,6 @@ def wrap(model, optimizer, config=None, group=None):
     model._zero_state = state
     model.load_state_dict = lambda *a, **k: _load_state_dict(model, *a, **k)
     return model, ZeroOptimizer(state, optimizer)
-
-
-def _weak(obj, method):
-    """obj.method for a hook that autograd keeps in C++: a strong reference
-    there is a cycle the garbage collector cannot see (parameter -> hook ->
-    state -> parameter), and every wrapped model and engine would live
-    forever. The model (model._zero_state) and the optimizer keep obj."""
-    ref = weakref.ref(obj)
-
-    def call(*args):
-        target = ref()
-        return None if target is None else getattr(target, method)(*args)
-    return call
 
 
 def _load_state_dict(model, state_dict, strict=True, assign=False):
