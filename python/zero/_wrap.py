@@ -333,12 +333,20 @@ def wrap(model, optimizer, config=None, group=None):
             raise ZeroError("parameter '%s' already belongs to a model wrapped by zero.wrap (a "
                             "submodule or parent of this one): wrap one model once" % name)
     _lib.warn_if_unoptimized()
-    if group is None and _world(None) > 1:
+    own_group = group is None and _world(None) > 1
+    if own_group:
         # The engine's collectives run on its own thread, interleaved with
         # the program's: on one group gloo or NCCL could pair one rank's
         # engine call with another's all_reduce of the loss. The same ranks.
         group = dist.new_group(ranks=list(range(dist.get_world_size())))
-    state = _State(model, optimizer, config, group)
+    try:
+        state = _State(model, optimizer, config, group)
+    except BaseException:
+        if own_group:
+            # Nobody else holds it: left to the interpreter's exit, a gloo
+            # group's threads can abort the process (pytorch#190489).
+            dist.destroy_process_group(group)
+        raise
     on_grad = weak_method(state, "on_grad")  # autograd keeps it in C++
     for e in state.entries:
         e.param.register_post_accumulate_grad_hook(on_grad)

@@ -18,8 +18,13 @@ def main():
         zero.wrap(model, torch.optim.AdamW(param_groups(model)), {})
     except zero.ZeroError as e:
         print("rank %d: %s" % (rank, e), file=sys.stderr)
-        sys.exit(3)
-    sys.exit(0)
+        code = 3
+    else:
+        code = 0
+    # As any torch program should: left to the interpreter's exit, gloo's
+    # threads can abort it ("terminate called without an active exception").
+    dist.destroy_process_group()
+    sys.exit(code)
 
 
 if __name__ == "__main__":
