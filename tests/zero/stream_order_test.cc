@@ -5,6 +5,7 @@
 // one-stream run gives. And the check can fail: dropping the one event that
 // orders a reduction after the gradients' copy gives wrong parameters.
 #include <array>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -227,6 +228,46 @@ TEST(OverlappedStreamsModes, ReleaseKeepsTheBlockForTheConsumerStream) {
   const std::vector<std::vector<float>> early = ReadOnConsumerStream(2);
   EXPECT_NE(early[0], std::vector<float>(early[0].size(), 1.0f))
       << "module 0's block outlived its release without the consumer's event";
+}
+
+// GradBuffer(id, producer): work the producer enqueues after it (the
+// gradient's writes into the slot) starts only after what the engine's
+// stream holds before it (the wait for the block's last reader on the
+// communication stream, the last reduction, the padding fill). The engine's
+// stream is held shut by a gate; the producer's work must not run until it
+// opens.
+TEST(OverlappedStreamsModes, GradBufferOrdersTheProducerAfterTheEngineStream) {
+  auto devices = *DeviceSystem::CreateWithHostStreams({DeviceSpec::Kind::kHost, 1, 64 << 20},
+                                                      Delays(3));
+  LocalGroupOptions options;
+  options.stream_ordered = true;
+  auto comms = *LocalGroup::Create(1, options);
+  auto adam = *MakeAdamW();
+  EngineConfig config;
+  config.stage = 2;
+  auto engine = *Engine::Create(config, {{"w", 64, 0}}, adam.get(), comms[0].get(),
+                                devices.get(), 0);
+  Stream* producer = *devices->CreateStream(0);
+  std::atomic<bool> open{false}, passed{false}, ran_early{false}, ran{false};
+  ASSERT_TRUE(engine->stream()
+                  ->Enqueue([&] {
+                    while (!open.load()) absl::SleepFor(absl::Milliseconds(1));
+                    passed.store(true);
+                  })
+                  .ok());
+  absl::StatusOr<void*> slot = engine->GradBuffer(0, producer);
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  ASSERT_TRUE(producer->Enqueue([&] {
+                ran_early.store(!passed.load());
+                ran.store(true);
+              }).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // ample for an unordered producer to run
+  EXPECT_FALSE(ran.load()) << "the producer ran while the engine's stream was held";
+  open.store(true);
+  ASSERT_TRUE(producer->Synchronize().ok());
+  EXPECT_TRUE(ran.load());
+  EXPECT_FALSE(ran_early.load());
+  ASSERT_TRUE(engine->stream()->Synchronize().ok());
 }
 
 }  // namespace
