@@ -344,8 +344,12 @@ def wrap(model, optimizer, config=None, group=None):
     except BaseException:
         if own_group:
             # Nobody else holds it: left to the interpreter's exit, a gloo
-            # group's threads can abort the process (pytorch#190489).
-            dist.destroy_process_group(group)
+            # group's threads can abort the process (pytorch#190489). The
+            # error that brought us here is the one to report.
+            try:
+                dist.destroy_process_group(group)
+            except Exception:  # noqa: BLE001
+                pass
         raise
     on_grad = weak_method(state, "on_grad")  # autograd keeps it in C++
     for e in state.entries:
