@@ -40,7 +40,13 @@ absl::StatusOr<size_t> ParseBytes(std::string_view text) {
     return absl::InvalidArgumentError(absl::StrFormat("'%s' is not a byte size", std::string(text)));
   }
   for (const auto& [name, scale] : kSuffixes) {
-    if (suffix == name) return static_cast<size_t>(value * scale);
+    if (suffix != name) continue;
+    // 2^64 as a double: converting anything at or above it is undefined.
+    if (value * scale >= 18446744073709551616.0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("'%s' is more bytes than 64 bits hold", std::string(text)));
+    }
+    return static_cast<size_t>(value * scale);
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("'%s': unknown unit '%s' (use B, KB, MB, GB, KiB, MiB, GiB)",

@@ -91,6 +91,11 @@ class Backend {
                                                                    void* /*native*/) {
     return absl::UnimplementedError("this kind of device has no native streams");
   }
+  // The device a native stream (not null) belongs to: a peer's stream may
+  // use memory of another device, and its events must be made on its own.
+  virtual absl::StatusOr<int> DeviceOfNativeStream(void* /*native*/) const {
+    return absl::UnimplementedError("this kind of device has no native streams");
+  }
 };
 
 }  // namespace zero

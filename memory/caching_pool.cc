@@ -8,6 +8,15 @@
 
 namespace zero {
 
+absl::Status CachingPool::CheckOptions(const CachingPoolOptions& options, size_t max_alignment,
+                                       std::string_view what) {
+  if (IsPowerOfTwo(options.round_to) && options.round_to <= max_alignment) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: round_to (%d) must be a power of two up to %d", what, options.round_to, max_alignment));
+}
+
 CachingPool::CachingPool(int device, size_t capacity, size_t max_alignment,
                          CachingPoolOptions options)
     : device_(device),

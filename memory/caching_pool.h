@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,6 +75,13 @@ class CachingPool : public MemoryResource {
  public:
   CachingPool(const CachingPool&) = delete;
   CachingPool& operator=(const CachingPool&) = delete;
+
+  // InvalidArgument unless round_to is a power of two no larger than
+  // `max_alignment` (blocks are carved at multiples of it: 0 made every
+  // request a 0-byte block, so two allocations shared an address). `what`
+  // names the pool in the message. Subclasses' factories call it.
+  static absl::Status CheckOptions(const CachingPoolOptions& options, size_t max_alignment,
+                                   std::string_view what);
 
   // Marks `ptr` as used by `stream` too (torch's Tensor.record_stream): the
   // free then records an event on `stream` as well, so the memory is not

@@ -223,6 +223,7 @@ absl::StatusOr<std::unique_ptr<DeviceSystem>> DeviceSystem::CreateOver(
 
 absl::Status DeviceSystem::Init(const UvaOptions& space, PoolOptions options) {
   ASSIGN_OR_RETURN(space_, UvaSpace::Create(backend_.get(), space));
+  RETURN_IF_ERROR(CachingPool::CheckOptions(options, space_->granularity(), "device pools"));
   for (int d = 0; d < device_count(); ++d) {
     ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend_->CreateStream(d));
     pools_.push_back(std::make_unique<DevicePool>(d, space_.get(), stream.get(), options));

@@ -80,6 +80,10 @@ class DeviceSystem {
   // One wrapper per (device, handle), so the pool sees one identity per stream.
   // The caller keeps the native stream alive while memory used on it is live.
   absl::StatusOr<Stream*> WrapNativeStream(int device, void* native);
+  // The device a native stream (not null) belongs to (Backend's).
+  absl::StatusOr<int> DeviceOfNativeStream(void* native) const {
+    return backend_->DeviceOfNativeStream(native);
+  }
 
   std::optional<int> device_of(const void* ptr) const { return space_->device_of(ptr); }
   // The device whose Backend::native_id is `native_id` (PyTorch's card

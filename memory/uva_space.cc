@@ -1,6 +1,7 @@
 #include "memory/uva_space.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
@@ -54,9 +55,19 @@ absl::StatusOr<std::unique_ptr<UvaSpace>> UvaSpace::Create(Backend* backend,
     capacity.push_back(usable);
   }
   const size_t largest = *std::max_element(capacity.begin(), capacity.end());
-  const size_t slice = AlignUp(largest * std::max<size_t>(options.slice_factor, 1), chunk);
+  const size_t factor = std::max<size_t>(options.slice_factor, 1);
   // One chunk more than the slices, so that they can start chunk-aligned.
-  const size_t reserved_bytes = slice * n + chunk;
+  // Checked: a product that wrapped reserved a few bytes and laid device
+  // slices over each other (two devices handing out the same addresses).
+  size_t slice = 0, reserved_bytes = 0;
+  if (__builtin_mul_overflow(largest, factor, &slice) || slice > SIZE_MAX - chunk ||
+      __builtin_mul_overflow(AlignUp(slice, chunk), static_cast<size_t>(n), &reserved_bytes) ||
+      __builtin_add_overflow(reserved_bytes, chunk, &reserved_bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d devices of %s (slice factor %d) need more address space than 64 bits hold", n,
+        FormatBytes(largest), factor));
+  }
+  slice = AlignUp(slice, chunk);
   ASSIGN_OR_RETURN(const uintptr_t reserved, backend->Reserve(reserved_bytes));
   return std::unique_ptr<UvaSpace>(new UvaSpace(backend, reserved, reserved_bytes,
                                                 AlignUp(reserved, chunk), slice, chunk,

@@ -39,11 +39,10 @@ absl::StatusOr<std::unique_ptr<PinnedHostPool>> PinnedHostPool::Create(
         "pinned host pool: capacity %s is below one page (%s)", FormatBytes(capacity_bytes),
         FormatBytes(source->alignment())));
   }
-  if (!IsPowerOfTwo(options.round_to) || options.round_to > source->alignment() ||
-      options.arena_bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "pinned host pool: round_to (%d) must be a power of two up to %d and arena_bytes > 0",
-        options.round_to, source->alignment()));
+  RETURN_IF_ERROR(CheckOptions({.round_to = options.round_to}, source->alignment(),
+                               "pinned host pool"));
+  if (options.arena_bytes == 0) {
+    return absl::InvalidArgumentError("pinned host pool: arena_bytes is 0");
   }
   return std::unique_ptr<PinnedHostPool>(
       new PinnedHostPool(std::move(source), capacity_bytes, options));

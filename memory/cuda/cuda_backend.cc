@@ -109,6 +109,16 @@ class CudaBackend final : public Backend {
     return cuda::CudaStream::Wrap(device, ordinals_[device], static_cast<cudaStream_t>(native));
   }
 
+  absl::StatusOr<int> DeviceOfNativeStream(void* native) const override {
+    const int ordinal = cuda::ScopedDevice::OrdinalOf(static_cast<cudaStream_t>(native));
+    auto it = std::find(ordinals_.begin(), ordinals_.end(), ordinal);
+    if (it == ordinals_.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "stream %p belongs to card %d, which this system does not hold", native, ordinal));
+    }
+    return static_cast<int>(it - ordinals_.begin());
+  }
+
  private:
   const cuda::DriverApi* api_;
   const std::vector<int> ordinals_;

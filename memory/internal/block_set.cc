@@ -4,6 +4,7 @@
 #include <iterator>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "base/units.h"
@@ -127,8 +128,19 @@ absl::StatusOr<BlockSet::iterator> BlockSet::Free(iterator it, Stream* stream) {
   const uint64_t order = ++frees_;
   PendingUses recorded;
   for (Stream* user : users) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Event> event, user->Record());
-    recorded.push_back(PendingUse{user, std::move(event), order});
+    absl::StatusOr<std::shared_ptr<Event>> event = user->Record();
+    if (event.ok()) {
+      recorded.push_back(PendingUse{user, *std::move(event), order});
+      continue;
+    }
+    // No event: wait for the stream here rather than keep the block
+    // allocated with a user whose every later free would fail the same way.
+    if (absl::Status waited = user->Synchronize(); !waited.ok()) {
+      return absl::Status(waited.code(),
+                          absl::StrCat("freeing a block: its stream's event failed (",
+                                       event.status().message(), ") and so did waiting for it: ",
+                                       waited.message()));
+    }
   }
   block.users.clear();
   block.pending.clear();
@@ -146,10 +158,16 @@ absl::StatusOr<BlockSet::iterator> BlockSet::FindAllocated(uintptr_t addr, size_
     auto after = blocks_.upper_bound(addr);
     if (after != blocks_.begin()) {
       auto holder = std::prev(after);
-      if (holder->second.allocated && addr < holder->first + holder->second.size) {
-        return absl::NotFoundError(absl::StrFormat(
-            "%p points inside the block allocated at %#x, not at its start", ptr,
-            holder->first));
+      if (addr < holder->first + holder->second.size) {
+        if (holder->second.allocated) {
+          return absl::NotFoundError(absl::StrFormat(
+              "%p points inside the block allocated at %#x, not at its start", ptr,
+              holder->first));
+        }
+        // A freed block merges into a free neighbour below it, so its own
+        // start is gone: a second free lands inside free memory.
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "double free of %p (it lies inside the free block at %#x)", ptr, holder->first));
       }
     }
     return absl::NotFoundError(absl::StrFormat("%p was not allocated by this pool", ptr));

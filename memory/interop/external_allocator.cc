@@ -145,7 +145,16 @@ absl::Status ExternalAllocator::RecordStream(void* ptr, void* native_stream) {
                          absl::NotFoundError(absl::StrFormat(
                              "record_stream of %p: not memory of any device here", ptr)));
   }
-  absl::StatusOr<Stream*> stream = StreamFor(*device, native_stream);
+  // A peer card's stream may read this block: its events are made on its
+  // own card (an event of the block's card recorded there fails, and the
+  // block could never be freed). Null is the current card's default stream.
+  int stream_device = *device;
+  if (native_stream != nullptr && system_->kind() == DeviceKind::kCuda) {
+    absl::StatusOr<int> owner = system_->DeviceOfNativeStream(native_stream);
+    if (!owner.ok()) return RecordFailure(ExternalError::kInvalidStream, owner.status());
+    stream_device = *owner;
+  }
+  absl::StatusOr<Stream*> stream = StreamFor(stream_device, native_stream);
   if (!stream.ok()) return RecordFailure(ExternalError::kInvalidStream, stream.status());
   absl::Status status = system_->pool(*device).RecordStream(ptr, *stream);
   if (!status.ok()) {

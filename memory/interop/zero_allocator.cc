@@ -58,8 +58,10 @@ Global Create() {
 }
 
 const Global& GetGlobal() {
-  static const Global global = Create();  // thread-safe, once
-  return global;
+  // Never destroyed: the stats hook Create registers with atexit would
+  // otherwise run after the destructor of a static it reads.
+  static const Global* const global = new Global(Create());  // thread-safe, once
+  return *global;
 }
 
 // Runs `body` against the allocator; an exception (host memory exhausted in

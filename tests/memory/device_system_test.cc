@@ -3,10 +3,13 @@
 #include <cstdlib>
 
 #include "base/units.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace zero {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(DeviceSpecTest, Parses) {
   auto spec = ParseDeviceSpec("host:8x16GiB");
@@ -62,6 +65,27 @@ TEST(DeviceSpecTest, EnvironmentVariableSelectsDevices) {
   ASSERT_TRUE(system.ok()) << system.status();
   EXPECT_EQ((*system)->kind(), DeviceKind::kMeta);
   EXPECT_EQ((*system)->device_count(), 3);
+}
+
+// Specs that parse but cannot be laid out: slices whose total wraps 64 bits
+// (they overlapped: two devices gave out the same addresses), and pool
+// rounding that is not a power of two up to the space's granularity (0 made
+// every block 0 bytes: two allocations shared an address).
+TEST(DeviceSystemTest, RefusesWhatCannotBeLaidOut) {
+  for (const char* spec : {"host:4x4194304TiB", "meta:1024x16384TiB"}) {
+    absl::StatusOr<std::unique_ptr<DeviceSystem>> system =
+        DeviceSystem::Create(*ParseDeviceSpec(spec));
+    EXPECT_EQ(system.status().code(), absl::StatusCode::kInvalidArgument) << spec;
+    EXPECT_THAT(std::string(system.status().message()), HasSubstr("64 bits")) << spec;
+  }
+  for (size_t round_to : {size_t{0}, size_t{768}, size_t{64} << 20}) {
+    absl::StatusOr<std::unique_ptr<DeviceSystem>> system =
+        DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB}, {.round_to = round_to});
+    EXPECT_EQ(system.status().code(), absl::StatusCode::kInvalidArgument) << round_to;
+    EXPECT_THAT(std::string(system.status().message()), HasSubstr("round_to")) << round_to;
+  }
+  EXPECT_TRUE(DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB}, {.round_to = 4096})
+                  .ok());
 }
 
 TEST(DeviceSystemTest, AutoFallsBackToHostWithoutACard) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -161,6 +162,20 @@ TEST_P(PoolTest, BadFreesAreErrorsAndLeaveStateIntact) {
   EXPECT_TRUE(system_->Deallocate(other, 4096).ok()) << "routed to device 1";
 }
 
+// b is freed after a, so it merges into a's free block and its own start is
+// gone: its second free must still read as a double free (the drop-in
+// allocator counts frees by this code), not as a foreign pointer.
+TEST_P(PoolTest, ADoubleFreeAfterMergingDownIsStillADoubleFree) {
+  void* a = Alloc(4096);
+  void* b = Alloc(4096);
+  ASSERT_TRUE(pool().Deallocate(a, 4096).ok());
+  ASSERT_TRUE(pool().Deallocate(b, 4096).ok());
+  absl::Status twice = pool().Deallocate(b, 4096);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition) << twice;
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("double free"));
+  EXPECT_EQ(pool().stats().allocated, 0u);
+}
+
 TEST_P(PoolTest, TracksPeaksPerTag) {
   void* a = Alloc(1000, Tag::kParameters);
   void* b = Alloc(3000, Tag::kGradients);
@@ -263,6 +278,54 @@ TEST(PoolStreamTest, SameStreamReuseNeedsNoWaitCrossStreamStillWaits) {
   for (void* p : {*same, *cross, blocks[1], blocks[3]}) {
     ASSERT_TRUE(pool.Deallocate(p, kBytes, mine).ok());
   }
+}
+
+// A stream whose events cannot be made (a card's stream of another card, a
+// broken context): the free waits for the stream instead, and the block is
+// free; before, it stayed allocated with that user and every free failed.
+class NoEventStream : public Stream {
+ public:
+  explicit NoEventStream(Stream* inner) : inner_(inner) {}
+  int device() const override { return inner_->device(); }
+  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override {
+    return inner_->Enqueue(std::move(fn));
+  }
+  absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    return inner_->Copy(dst, src, bytes);
+  }
+  absl::Status Fill(void* dst, unsigned char value, size_t bytes) override {
+    return inner_->Fill(dst, value, bytes);
+  }
+  absl::StatusOr<std::shared_ptr<Event>> Record() override {
+    return absl::InternalError("no event on this stream");
+  }
+  absl::Status Wait(const std::shared_ptr<Event>& event) override { return inner_->Wait(event); }
+  absl::Status Synchronize() override {
+    ++synchronized;
+    return inner_->Synchronize();
+  }
+  int synchronized = 0;
+
+ private:
+  Stream* inner_;
+};
+
+TEST(PoolStreamTest, AUserStreamWithoutEventsIsWaitedForAtTheFree) {
+  auto system = *DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, kCapacity});
+  DevicePool& pool = system->pool(0);
+  NoEventStream reader(*system->CreateStream(0));
+  void* p = *pool.Allocate(8192, Tag::kOther);
+  std::atomic<bool> read{false};
+  ASSERT_TRUE(reader.Enqueue([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    read = true;
+  }).ok());
+  ASSERT_TRUE(pool.RecordStream(p, &reader).ok());
+  absl::Status freed = pool.Deallocate(p, 8192);
+  ASSERT_TRUE(freed.ok()) << freed;
+  EXPECT_TRUE(read.load()) << "the free returned before the reader's work ran";
+  EXPECT_EQ(reader.synchronized, 1);
+  EXPECT_EQ(pool.stats().allocated, 0u);
 }
 
 TEST(MetaPoolTest, HoldsModelsFarLargerThanThisMachine) {

@@ -2,6 +2,8 @@
 // device pool, the pinned host pool (the same CachingPool routine over host
 // arenas) and each adaptor stacked over the device pool.
 #include <chrono>
+#include <functional>
+#include <utility>
 #include <latch>
 #include <sstream>
 #include <thread>
@@ -155,6 +157,47 @@ TEST(StatisticsAdaptorTest, CountsBytesAndTags) {
   EXPECT_EQ(s.tag_bytes[static_cast<int>(Tag::kGradients)].peak, 3000);
   EXPECT_EQ(s.tag_bytes[static_cast<int>(Tag::kGradients)].current, 0);
   ASSERT_TRUE(stats.Deallocate(a, 1000).ok());
+}
+
+// A resource over the pool that runs `after_free` once its upstream free
+// returned: the moment another thread may be handed the same block.
+class AfterFree : public MemoryResource {
+ public:
+  explicit AfterFree(MemoryResource* upstream) : upstream_(upstream) {}
+  std::function<void()> after_free;
+
+ private:
+  absl::StatusOr<void*> DoAllocate(size_t bytes, size_t alignment, Tag tag,
+                                   Stream* stream) override {
+    return upstream_->Allocate(bytes, tag, stream, alignment);
+  }
+  absl::Status DoDeallocate(void* ptr, size_t bytes, Stream* stream) override {
+    absl::Status status = upstream_->Deallocate(ptr, bytes, stream);
+    if (after_free) std::exchange(after_free, nullptr)();
+    return status;
+  }
+  MemoryResource* upstream_;
+};
+
+// The block freed comes back at once to "another thread" with another tag:
+// each free must take away its own tag's bytes (the adaptor looked the tag
+// up after the upstream free, and took the newcomer's).
+TEST(StatisticsAdaptorTest, ABlockReusedDuringItsFreeKeepsEachTagsBytes) {
+  auto system = *DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB});
+  AfterFree hooked(&system->pool(0));
+  StatisticsAdaptor stats(&hooked);
+  void* p = *stats.Allocate(4096, Tag::kParameters);
+  void* q = nullptr;
+  hooked.after_free = [&] { q = *stats.Allocate(4096, Tag::kGradients); };
+  ASSERT_TRUE(stats.Deallocate(p, 4096).ok());
+  ASSERT_EQ(q, p) << "the pool did not reuse the block: the test shows nothing";
+  auto tag_bytes = [&](Tag tag) { return stats.statistics().tag_bytes[static_cast<int>(tag)]; };
+  EXPECT_EQ(tag_bytes(Tag::kGradients).current, 4096);
+  EXPECT_EQ(tag_bytes(Tag::kParameters).current, 0);
+  ASSERT_TRUE(stats.Deallocate(q, 4096).ok());
+  EXPECT_EQ(tag_bytes(Tag::kGradients).current, 0);
+  EXPECT_EQ(tag_bytes(Tag::kParameters).current, 0);
+  EXPECT_EQ(stats.statistics().bytes.current, 0);
 }
 
 TEST(LimitingAdaptorTest, RefusesPastTheCapAndRecovers) {

@@ -18,6 +18,11 @@ TEST(UnitsTest, RejectsGarbage) {
   EXPECT_EQ(ParseBytes("GiB").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseBytes("12parsecs").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseBytes("-3GB").status().code(), absl::StatusCode::kInvalidArgument);
+  // 2^64 bytes and more do not fit in a size (the conversion was undefined).
+  EXPECT_EQ(ParseBytes("17179869184GiB").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBytes("99999999999999999999TiB").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseBytes("17179869183GiB"), size_t{17179869183} << 30);
 }
 
 TEST(UnitsTest, FormatsReadably) {
