@@ -287,12 +287,14 @@ absl::Status NcclCommunicator::Check(cudaStream_t stream) {
 // This rank's arguments: a CUDA stream, on the rank's card.
 absl::Status NcclCommunicator::CheckStream(const CollectiveCall& call, Stream* stream) const {
   if (stream == nullptr) return absl::OkStatus();
-  const auto s = static_cast<cudaStream_t>(stream->native_handle());
-  if (s == nullptr) {
+  // A card stream with a null handle is CUDA's legacy default stream
+  // (PyTorch's default), which NCCL takes on whichever card is current.
+  if (!stream->is_card()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s on rank %d: NCCL needs a CUDA stream", call.ToString(), rank_));
   }
-  const int card = device_->StreamOrdinal(s);
+  const auto s = static_cast<cudaStream_t>(stream->native_handle());
+  const int card = s == nullptr ? -1 : device_->StreamOrdinal(s);
   if (card >= 0 && card != device_->ordinal()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s on rank %d: the stream is on CUDA card %d, the "
@@ -310,8 +312,12 @@ absl::Status NcclCommunicator::Execute(const CollectiveCall& call, const void* s
     RETURN_IF_ERROR(PollLocked());
   }
   const uint64_t seq = history_.Record(call, bad.ok());
-  const cudaStream_t s =
-      stream != nullptr ? static_cast<cudaStream_t>(stream->native_handle()) : nullptr;
+  // A refused stream may be another card's: the sequence check still runs
+  // (so the peers learn of this rank's error at once), on the rank's own
+  // card's default stream.
+  const cudaStream_t s = stream != nullptr && bad.ok()
+                             ? static_cast<cudaStream_t>(stream->native_handle())
+                             : nullptr;
   return device_->OnCard([&] { return ExecuteOnCard(call, send, recv, s, seq, bad); });
 }
 

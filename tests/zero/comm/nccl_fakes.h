@@ -179,6 +179,8 @@ class FakeCard final : public NcclRankDevice {
 // A stream with a CUDA handle, for the card check; runs nothing.
 class HandleOnlyStream final : public Stream {
  public:
+  // Null: a card's legacy default stream (CudaStream::Wrap of null).
+  explicit HandleOnlyStream(void* handle = reinterpret_cast<void*>(0x1234)) : handle_(handle) {}
   int device() const override { return 0; }
   absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
   absl::Status Copy(void*, const void*, size_t) override { return Unused(); }
@@ -186,10 +188,12 @@ class HandleOnlyStream final : public Stream {
   absl::StatusOr<std::shared_ptr<Event>> Record() override { return Unused(); }
   absl::Status Wait(const std::shared_ptr<Event>&) override { return Unused(); }
   absl::Status Synchronize() override { return Unused(); }
-  void* native_handle() const override { return reinterpret_cast<void*>(0x1234); }
+  void* native_handle() const override { return handle_; }
+  bool is_card() const override { return true; }
 
  private:
   static absl::Status Unused() { return absl::UnimplementedError("not a real stream"); }
+  void* const handle_;
 };
 
 // Communicators over the fake table, one per rank of `world_`.

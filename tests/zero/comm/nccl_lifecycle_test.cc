@@ -47,10 +47,12 @@ class HostSequenceCheck final : public NcclSequenceCheck {
 
   int copies_back = 0;
   int polls_left_at_copy_back = 0;  // < 0: the communicator had said it was done
+  cudaStream_t last_stream = reinterpret_cast<cudaStream_t>(0xdead);  // of the last copy
 
  protected:
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                         cudaStream_t) override {
+                         cudaStream_t stream) override {
+    last_stream = stream;
     if (kind == cudaMemcpyDeviceToHost) {
       ++copies_back;
       polls_left_at_copy_back = comm_->in_progress_polls;
@@ -145,6 +147,23 @@ TEST_F(NcclLifecycleTest, FailedSequenceCheckAbortsTheCommunicator) {
   EXPECT_EQ(comm.AsyncError(), status);
   EXPECT_EQ(comm.Barrier(nullptr), status);
   EXPECT_EQ(fake.aborts, 1);
+}
+
+// A stream on another card is this rank's InvalidArgument, and the sequence
+// check still runs (the peers learn of it at once instead of at their
+// check's timeout), on the rank's own card's default stream, not the
+// foreign one (NCCL would launch on the wrong card).
+TEST_F(NcclLifecycleTest, TheCheckOfARefusedStreamRunsOnTheRanksOwnCard) {
+  FakeComm& fake = MakeFakes(1);
+  auto owned = std::make_unique<HostSequenceCheck>(1, gathered_, host_, &fake);
+  HostSequenceCheck* check = owned.get();
+  comms_.push_back(WrapComm(&api_, Handle(&fake), 0, 1, std::make_unique<FakeCard>(&fake, 1, 3),
+                            Quiet(1), std::move(owned)));
+  HandleOnlyStream foreign;  // on card 3; the rank is on card 1
+  const absl::Status status = comms_[0]->Barrier(&foreign);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_EQ(fake.enqueued, 1u) << "the check's all-gather, and nothing else";
+  EXPECT_EQ(check->last_stream, nullptr) << "the check ran on the foreign card's stream";
 }
 
 // One thread drives two ranks inside a group; with non-blocking

@@ -129,6 +129,18 @@ TEST_F(NcclWatchdogTest, StreamOnAnotherCardIsThisRanksInvalidArgument) {
   EXPECT_FALSE(comms_[0]->AsyncError().ok());  // the rank left the group's sequence
 }
 
+// A card stream with a null handle is CUDA's legacy default stream (what
+// PyTorch hands over by default): NCCL takes it; it was refused, and the
+// refusal ended the rank's communicator.
+TEST_F(NcclWatchdogTest, TheLegacyDefaultStreamOfACardIsTaken) {
+  MakeWorld(1, Fast());
+  HandleOnlyStream legacy(nullptr);
+  const absl::Status status = comms_[0]->Barrier(&legacy);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(comms_[0]->AsyncError().ok()) << comms_[0]->AsyncError();
+  EXPECT_TRUE(comms_[0]->Barrier(nullptr).ok());
+}
+
 // One process, several cards: a thread per rank, each driving its own
 // communicator through a whole step, as engines do.
 TEST_F(NcclWatchdogTest, ThreadPerRankRunsAndAStoppedRankFailsEveryPeer) {
