@@ -175,12 +175,16 @@ class LocalCommunicator final : public Communicator {
         sink_(std::make_shared<StatsSink>()) {
     sink_->comm = this;
   }
-  // A rank that leaves can never take part again: fail its peers now rather
-  // than at their timeout. Harmless after the last collective. Work still
-  // queued fails fast and no longer reports here.
+  // A rank that leaves can never take part again: a peer's call beyond this
+  // rank's last fails at once rather than at its timeout; calls every rank
+  // made (queued ones too, which still run) are unaffected, so a slower
+  // peer finishing the last collective sees no error. Queued work no longer
+  // reports here.
   ~LocalCommunicator() override {
-    shared_->rendezvous.Abort(absl::FailedPreconditionError(
-        absl::StrFormat("rank %d left the group (its communicator was destroyed)", rank_)));
+    shared_->rendezvous.Leave(
+        rank_, history_.seq(),
+        absl::FailedPreconditionError(
+            absl::StrFormat("rank %d left the group (its communicator was destroyed)", rank_)));
     std::lock_guard lock(sink_->mu);
     sink_->comm = nullptr;
   }

@@ -2,6 +2,8 @@
 // arguments and Abort fail every rank, and the group stays failed.
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "gmock/gmock.h"
@@ -169,8 +171,32 @@ TEST(LocalFailuresTest, DestroyedRankReleasesPeers) {
   group[2].reset();
   auto results = RunRanks(group, [&](int, Communicator& comm) { return comm.Barrier(nullptr); });
   for (int r : {0, 1}) {
-    EXPECT_EQ(results[r].message(), "rank 2 left the group (its communicator was destroyed)");
+    EXPECT_EQ(results[r].message(),
+              "collective #1: rank 2 left the group (its communicator was destroyed) before any "
+              "collective");
   }
+}
+
+// A rank whose communicator goes after the last collective every rank made
+// does not fail a slower peer still finishing it (Engine::Step ends with
+// AsyncError); only a call beyond it fails, at once.
+TEST(LocalFailuresTest, ARankThatLeavesAfterTheLastCollectiveFailsOnlyLaterCalls) {
+  Group group = MakeGroup(2, absl::Seconds(60));
+  std::vector<float> send(4, 1.0f), recv0(4), recv1(4);
+  std::thread first([&] {
+    EXPECT_TRUE(group[0]->AllReduce(send.data(), recv0.data(), 4, DType::kF32, ReduceOp::kSum,
+                                    nullptr).ok());
+    group[0].reset();
+  });
+  ASSERT_TRUE(group[1]->AllReduce(send.data(), recv1.data(), 4, DType::kF32, ReduceOp::kSum,
+                                  nullptr).ok());
+  first.join();
+  EXPECT_TRUE(group[1]->AsyncError().ok()) << group[1]->AsyncError();
+  EXPECT_EQ(recv1, std::vector<float>(4, 2.0f));
+  const absl::Status later = group[1]->Barrier(nullptr);
+  EXPECT_EQ(later.message(),
+            "collective #2: rank 0 left the group (its communicator was destroyed) after "
+            "collective #1");
 }
 
 TEST(LocalFailuresTest, CreateRejectsBadOptions) {

@@ -17,7 +17,9 @@ LocalRendezvous::LocalRendezvous(int world_size, absl::Duration timeout)
       slots_(world_size),
       present_(world_size, false),
       positions_(world_size),
-      enqueued_(world_size, 0) {}
+      enqueued_(world_size, 0),
+      left_after_(world_size),
+      left_why_(world_size) {}
 
 void LocalRendezvous::PoisonLocked(absl::Status status) {
   if (!poison_.ok()) return;  // the first error is the cause; keep it
@@ -28,6 +30,35 @@ void LocalRendezvous::PoisonLocked(absl::Status status) {
 void LocalRendezvous::Abort(const absl::Status& reason) {
   MutexLock lock(mu_);
   PoisonLocked(reason.ok() ? absl::CancelledError("communicator group aborted") : reason);
+}
+
+void LocalRendezvous::Leave(int rank, uint64_t last_seq, const absl::Status& reason) {
+  MutexLock lock(mu_);
+  const Position& at = positions_[rank];
+  if (at.seq < last_seq || at.inside) {
+    // Calls of its still to run (queued on a stream) would use buffers
+    // their owner may free once it is gone: they, and the group, fail fast.
+    PoisonLocked(reason);
+    return;
+  }
+  left_after_[rank] = last_seq;
+  left_why_[rank] = reason;
+  // Peers already waiting at a call it will never make fail now; later
+  // callers fail on arrival.
+  if (arrived_ > 0) CheckLeaversLocked(exited_ + 1);
+}
+
+void LocalRendezvous::CheckLeaversLocked(uint64_t seq) {
+  for (int r = 0; r < world_size_; ++r) {
+    if (left_after_[r].has_value() && *left_after_[r] < seq) {
+      const std::string when = *left_after_[r] == 0
+                                   ? std::string("before any collective")
+                                   : absl::StrFormat("after collective #%d", *left_after_[r]);
+      PoisonLocked(absl::Status(left_why_[r].code(), absl::StrFormat("collective #%d: %s %s", seq,
+                                                                     left_why_[r].message(), when)));
+      return;
+    }
+  }
 }
 
 absl::Status LocalRendezvous::status() const {
@@ -89,6 +120,7 @@ absl::Status LocalRendezvous::CheckArrivalLocked(int rank, uint64_t seq,
     PoisonLocked(RankFailedError(seq, rank, invalid));
     return invalid;
   }
+  CheckLeaversLocked(seq);
   if (!poison_.ok()) return poison_;
   if (seq != exited_ + 1) {  // ranks move in lockstep; anything else is a bug
     PoisonLocked(absl::InternalError(absl::StrFormat(

@@ -15,7 +15,8 @@
 //   - a rank that does not arrive within the timeout (DeadlineExceeded for
 //     the waiting ranks, naming the missing ranks, the call, and where each
 //     rank is, including calls enqueued on a stream that has not reached them);
-//   - Abort.
+//   - Abort;
+//   - a call that a rank which left (Leave) will never make.
 // Depart has no deadline: once all ranks arrived, each only copies memory,
 // so it finishes; waiting there is what keeps buffers alive. Thread-safe.
 #pragma once
@@ -57,6 +58,11 @@ class LocalRendezvous {
   void Depart(int rank, uint64_t seq);
 
   void Abort(const absl::Status& reason);
+  // Rank `rank` is gone after its call #last_seq: a peer's later call fails
+  // with `reason`; the group stays healthy for the calls every rank made.
+  // If some of its calls have not run yet (queued on a stream), the group
+  // fails now instead.
+  void Leave(int rank, uint64_t last_seq, const absl::Status& reason);
   // OK, or the error that poisoned the group.
   absl::Status status() const;
   // Rank `rank` has put its call #seq on a stream, to run later: timeout
@@ -82,6 +88,8 @@ class LocalRendezvous {
   absl::Status MismatchLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TimeoutLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PoisonLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Poisons the group if a rank that left will never make call #seq.
+  void CheckLeaversLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int world_size_;
   const absl::Duration timeout_;
@@ -100,6 +108,9 @@ class LocalRendezvous {
   std::vector<Position> positions_ ABSL_GUARDED_BY(mu_);
   // By rank: the last call put on a stream (0: none).
   std::vector<uint64_t> enqueued_ ABSL_GUARDED_BY(mu_);
+  // By rank: the last call of a rank that left, and why it left.
+  std::vector<std::optional<uint64_t>> left_after_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> left_why_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zero
