@@ -118,14 +118,22 @@ absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const voi
   // Host streams are executors the call thread can wait on by an event; a
   // card's stream is waited for here, as the function runs torch's or
   // NCCL's work that must not run inside a CUDA host callback.
+  // A call that cannot be ordered never reaches the peers, who would pair
+  // this rank's next call with it: every failure from here fails the group.
   const bool async = stream != nullptr && !stream->is_card();
   std::shared_ptr<Event> ready;
   if (async) {
     absl::StatusOr<std::shared_ptr<Event>> recorded = stream->Record();
-    if (!recorded.ok()) return recorded.status();
+    if (!recorded.ok()) {
+      Abort(recorded.status());
+      return recorded.status();
+    }
     ready = *std::move(recorded);
   } else if (stream != nullptr) {
-    if (absl::Status s = stream->Synchronize(); !s.ok()) return s;
+    if (absl::Status s = stream->Synchronize(); !s.ok()) {
+      Abort(s);
+      return s;
+    }
   }
   auto done = std::make_shared<std::promise<absl::Status>>();
   std::shared_future<absl::Status> result = done->get_future().share();
@@ -134,7 +142,14 @@ absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const voi
     done->set_value(RunCall(call, send, recv, ready, native));
   });
   if (!async) return result.get();
-  return stream->Enqueue([result] { result.wait(); });
+  absl::Status enqueued = stream->Enqueue([result] { result.wait(); });
+  if (!enqueued.ok()) {
+    // The call is posted: after the abort it either does not start or
+    // ends; it must not write `recv` after the caller was told it failed.
+    Abort(enqueued);
+    result.wait();
+  }
+  return enqueued;
 }
 
 absl::Status CallbackCommunicator::RunCall(const CollectiveCall& call, const void* send,

@@ -71,11 +71,11 @@ absl::Status ReduceChunk(const CollectiveCall& call, absl::Span<const Arrival> p
 // reads (in place included), so the exit barrier is the only sync needed
 // (once the mover is done: Finish).
 template <typename Mover>
-absl::StatusOr<Moved> Move(const Part& part, absl::Span<const Arrival> peers, Mover& mover) {
+absl::Status MoveBytes(const Part& part, absl::Span<const Arrival> peers, Mover& mover,
+                       Moved& moved) {
   const CollectiveCall& call = part.call;
   const Arrival& me = peers[part.rank];
   const size_t bytes = call.count * SizeOf(call.dtype);
-  Moved moved;
   auto copy = [&moved, &mover](void* dst, const void* src, size_t n) -> absl::Status {
     if (dst == src) return absl::OkStatus();
     moved.copied += n;
@@ -111,7 +111,18 @@ absl::StatusOr<Moved> Move(const Part& part, absl::Span<const Arrival> peers, Mo
       break;
     case CollectiveKind::kBarrier: break;
   }
-  RETURN_IF_ERROR(mover.Finish());
+  return absl::OkStatus();
+}
+
+// Finished on error too: the exit barrier lets the peers reuse their
+// buffers, so this rank's stream must be done reading and writing them.
+template <typename Mover>
+absl::StatusOr<Moved> Move(const Part& part, absl::Span<const Arrival> peers, Mover& mover) {
+  Moved moved;
+  const absl::Status status = MoveBytes(part, peers, mover, moved);
+  const absl::Status finished = mover.Finish();
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(finished);
   return moved;
 }
 

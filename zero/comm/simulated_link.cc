@@ -13,9 +13,12 @@ absl::Status SimulatedLink::Validate() const {
     return absl::InvalidArgumentError(absl::StrFormat(
         "simulated link latency %s must be finite and >= 0", absl::FormatDuration(latency)));
   }
-  if (!std::isfinite(bytes_per_second) || bytes_per_second < 0) {
+  // Below one byte a second the modelled times leave absl::Duration's
+  // range (an infinite sleep that neither Abort nor the timeout ends).
+  if (!std::isfinite(bytes_per_second) ||
+      (bytes_per_second != 0 && !(bytes_per_second >= 1))) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "simulated link bandwidth %g bytes/s must be finite and >= 0 (0: unlimited)",
+        "simulated link bandwidth %g bytes/s must be finite and at least 1 (0: unlimited)",
         bytes_per_second));
   }
   return absl::OkStatus();

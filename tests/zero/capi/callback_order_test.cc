@@ -115,10 +115,12 @@ class FakeCardStream final : public Stream {
   absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
   absl::Status Synchronize() override {
     ++synchronized;
-    return absl::OkStatus();
+    return fail_synchronize ? absl::InternalError("the card fell off the bus")
+                            : absl::OkStatus();
   }
   bool is_card() const override { return true; }  // native_handle() stays null
   int enqueued = 0, synchronized = 0;
+  bool fail_synchronize = false;
 };
 
 TEST(CallbackOrder, ACardsDefaultStreamIsWaitedForNotCalledBack) {
@@ -132,6 +134,28 @@ TEST(CallbackOrder, ACardsDefaultStreamIsWaitedForNotCalledBack) {
   EXPECT_EQ(card.synchronized, 1);
   EXPECT_EQ(card.enqueued, 0) << "a host callback (or event) on a card's stream";
   EXPECT_EQ(std::vector<float>(recv.begin(), recv.begin() + 4), std::vector<float>({1, 2, 3, 4}));
+}
+
+// A call whose stream cannot be waited for never reaches the process group:
+// the communicator fails (the peers are told through abort) instead of
+// pairing this rank's next call with the peers' current one.
+TEST(CallbackOrder, AStreamThatCannotBeWaitedForFailsTheGroup) {
+  Log log;
+  zero_collectives fns = Logging(&log);
+  static int aborts = 0;
+  aborts = 0;
+  fns.abort = [](const char*, void*) { ++aborts; };
+  auto comm = *CallbackCommunicator::Create(0, 2, fns);
+  FakeCardStream card;
+  card.fail_synchronize = true;
+  std::vector<float> send(2), recv(4);
+  const absl::Status first = comm->AllGather(send.data(), recv.data(), 2, DType::kF32, &card);
+  EXPECT_TRUE(absl::IsInternal(first)) << first;
+  EXPECT_EQ(aborts, 1) << "the peers were not told";
+  EXPECT_EQ(comm->AsyncError(), first);
+  card.fail_synchronize = false;
+  EXPECT_EQ(comm->Barrier(&card), first);
+  EXPECT_EQ(log.runs(), 0u) << "a later call reached the process group out of step";
 }
 
 TEST(CallbackOrder, FunctionsRunInTheOrderOfTheCalls) {

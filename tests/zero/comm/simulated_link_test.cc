@@ -58,7 +58,9 @@ TEST(SimulatedLinkTest, BadLinksAreRejectedByCreate) {
   for (const SimulatedLink& link :
        {SimulatedLink{.latency = absl::Milliseconds(-1)},
         SimulatedLink{.latency = absl::InfiniteDuration()}, SimulatedLink{.bytes_per_second = -1},
-        SimulatedLink{.bytes_per_second = nan}, SimulatedLink{.bytes_per_second = inf}}) {
+        SimulatedLink{.bytes_per_second = nan}, SimulatedLink{.bytes_per_second = inf},
+        // Its times were infinite: a sleep nothing could end.
+        SimulatedLink{.bytes_per_second = 1e-300}, SimulatedLink{.bytes_per_second = 0.5}}) {
     const absl::Status status = LocalGroup::Create(2, {.link = link}).status();
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_NE(status.message().find("simulated link"), absl::string_view::npos) << status;

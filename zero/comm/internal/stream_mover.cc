@@ -13,6 +13,9 @@ StreamMover::StreamMover(Stream* stream, DeviceSystem* devices)
       elementwise_(ElementwiseExecutor::For(devices->kind())) {}
 
 StreamMover::~StreamMover() {
+  // Copies into the host fallback's buffers may still be queued (a later
+  // enqueue failed before Finish): they must land before the buffers go.
+  if (!host_.empty()) (void)stream_->Synchronize();
   if (scratch_ != nullptr) (void)scratch_pool_->Deallocate(scratch_, scratch_bytes_, stream_);
 }
 
