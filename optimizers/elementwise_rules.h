@@ -134,7 +134,7 @@ ZERO_HD ZERO_INLINE double SqrtRn(double a) {
 // The step's scalars from every rank's partial sum of squares (added in rank
 // order, so every rank gets the same bits): the norm of the mean gradient,
 // and torch's clip_grad_norm_ coefficient max_norm / (norm + 1e-6), applied
-// to `mean_scale` only when below 1, in fp64 and rounded once to fp32.
+// to `mean_scale` only when below 1 (or NaN), in fp64 and rounded once to fp32.
 ZERO_HD inline StepScalars StepScalarsOf(const double* partials, size_t ranks, float mean_scale,
                                         double max_norm) {
   double total = 0;
@@ -143,7 +143,9 @@ ZERO_HD inline StepScalars StepScalarsOf(const double* partials, size_t ranks, f
   float grad_scale = mean_scale;
   if (max_norm > 0) {
     const double coef = max_norm / AddRn(norm, 1e-6);  // fp64 division is IEEE on both
-    if (coef < 1.0) grad_scale = static_cast<float>(MulRn(mean_scale, coef));
+    // torch.clamp(coef, max=1) keeps a NaN (a NaN norm): every gradient
+    // becomes NaN, not only the non-finite ones.
+    if (!(coef >= 1.0)) grad_scale = static_cast<float>(MulRn(mean_scale, coef));
   }
   return {.norm = norm, .grad_scale = grad_scale};
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "optimizers/cpu/run.h"
 
 namespace zero {
@@ -58,6 +59,18 @@ bool LossScaler::Update(bool overflow) {
     state_.scale *= config_.growth_factor;
   }
   return false;
+}
+
+absl::Status LossScaler::CheckProgress(bool overflow) const {
+  if (!overflow || !config_.raise_error_at_min_scale || state_.hysteresis_left > 1 ||
+      state_.scale > config_.min_scale) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the fp16 loss scale is already at its minimum (%g) and the gradients overflow again: the "
+      "run cannot make progress (lower min_scale, or set raise_error_at_min_scale to false to "
+      "keep skipping steps)",
+      config_.min_scale));
 }
 
 absl::Status LossScaler::Restore(const State& state) {

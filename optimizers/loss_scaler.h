@@ -25,6 +25,10 @@ struct LossScalerConfig {
   // DeepSpeed's consecutive_hysteresis: any good step restores the tolerance
   // (otherwise only a growth does).
   bool consecutive_hysteresis = false;
+  // DeepSpeed's raise_error_at_min_scale: an overflow that would back off a
+  // scale already at min_scale is an error (the run cannot make progress)
+  // instead of a skipped step, again and again.
+  bool raise_error_at_min_scale = true;
 };
 
 class LossScaler {
@@ -44,6 +48,9 @@ class LossScaler {
   // Records one step's outcome; returns true when the step must be skipped
   // (its gradients overflowed).
   bool Update(bool overflow);
+  // Before Update: FailedPrecondition when this outcome would back off a
+  // scale already at min_scale and raise_error_at_min_scale is set.
+  absl::Status CheckProgress(bool overflow) const;
 
   double scale() const { return state_.scale; }
   // The StepArgs::grad_scale that undoes the scaling.

@@ -76,7 +76,8 @@ struct EngineConfig {
   // a released module whose next fetch comes within this many fetches stays
   // gathered (stage3_max_reuse_distance, counted in fetches here);
   int max_reuse_distance = 0;
-  // units smaller than this stay gathered for good (param_persistence_threshold).
+  // units of at most this many elements stay gathered for good (DeepSpeed's
+  // stage3_param_persistence_threshold, numel <= threshold; 0: none).
   size_t persistence_threshold = 100'000;
 };
 

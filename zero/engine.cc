@@ -5,6 +5,7 @@
 // (engine_offload.cc) and restore (engine_restore.cc).
 #include "zero/engine.h"
 
+#include <bit>
 #include <cstring>
 #include <utility>
 
@@ -86,9 +87,32 @@ absl::Status Engine::Init() {
     if (!scaler.ok()) return Fail(scaler.status());
     scaler_ = *scaler;
   }
-  const uint64_t settings[] = {ctx_->layout.Fingerprint(), uint64_t(c.stage),
-                               uint64_t(c.gradient_accumulation_steps), c.persistence_threshold,
-                               uint64_t(c.param_dtype)};
+  // Every setting that changes the collectives' order or what a replica
+  // computes: ranks that differ in one would pair unlike calls (stage 3's
+  // prefetch and live limits), or silently diverge (the loss scaler, the
+  // clipping norm).
+  auto bits = [](double x) { return std::bit_cast<uint64_t>(x); };
+  const LossScalerConfig& ls = c.loss_scaler;
+  const uint64_t settings[] = {ctx_->layout.Fingerprint(),
+                               uint64_t(c.stage),
+                               uint64_t(c.gradient_accumulation_steps),
+                               c.persistence_threshold,
+                               uint64_t(c.param_dtype),
+                               bits(c.max_grad_norm),
+                               c.reduce_chunk_elements,
+                               uint64_t(c.offload),
+                               uint64_t(c.offload_device),
+                               c.prefetch_elements,
+                               c.max_live_elements,
+                               uint64_t(c.max_reuse_distance),
+                               bits(ls.initial_scale),
+                               bits(ls.growth_factor),
+                               bits(ls.backoff_factor),
+                               uint64_t(ls.growth_interval),
+                               uint64_t(ls.hysteresis),
+                               bits(ls.min_scale),
+                               uint64_t(ls.consecutive_hysteresis),
+                               uint64_t(ls.raise_error_at_min_scale)};
   // From here a rank that fails aborts the group: its peers would wait for
   // it in the agreement or in their first collective.
   RETURN_IF_ERROR(FailIfError(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),

@@ -32,8 +32,14 @@ absl::Status Engine::Step() {
     // The step's one host wait: whether to skip is the host's decision.
     absl::StatusOr<double> norm = ReadGradNorm();
     if (!norm.ok()) return Fail(norm.status());
-    // Every rank sees the same norm, so all skip (and back off) together.
-    if (scaler_->Update(!std::isfinite(*norm))) return SkipStep();
+    // Every rank sees the same norm, so all skip (and back off) together,
+    // or all stop together at the minimum scale (the gradients go).
+    const bool overflow = !std::isfinite(*norm);
+    if (absl::Status stuck = scaler_->CheckProgress(overflow); !stuck.ok()) {
+      (void)SkipStep();
+      return stuck;
+    }
+    if (scaler_->Update(overflow)) return SkipStep();
     last_grad_norm_ = *norm;
   }
   ++steps_;

@@ -19,6 +19,14 @@ absl::Status ValidateParams(const std::vector<ParamSpec>& params) {
       return absl::InvalidArgumentError(
           absl::StrFormat("parameter '%s' (#%d) has zero elements", p.name, i));
     }
+    // Module ids index per-module tables (the stage-3 fetch plan): a negative
+    // one wrote before them, a huge one sized them to billions of entries.
+    if (p.module < 0 || p.module >= static_cast<int>(params.size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "parameter '%s' (#%d) is in module %d: module ids run from 0 to %d (at most one "
+          "module per parameter)",
+          p.name, i, p.module, params.size() - 1));
+    }
     auto [it, inserted] = seen.emplace(p.name, i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(

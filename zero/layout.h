@@ -27,7 +27,7 @@ namespace zero {
 struct ParamSpec {
   std::string name;
   size_t numel = 0;
-  int module = 0;  // the module that uses it (stage 3 fetches by module)
+  int module = 0;  // the module that uses it (stage 3 fetches by module), 0..params-1
 };
 
 struct ParamSlot {

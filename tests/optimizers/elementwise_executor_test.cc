@@ -122,7 +122,8 @@ StepScalars ExpectedStepScalars(const std::vector<double>& partials, float mean,
   for (double p : partials) total += p;
   const double norm = std::sqrt(total) * mean;
   const double coef = max_norm / (norm + 1e-6);
-  const float scale = max_norm > 0 && coef < 1.0 ? static_cast<float>(mean * coef) : mean;
+  // torch.clamp(coef, max=1.0): a NaN coefficient stays NaN.
+  const float scale = max_norm > 0 && !(coef >= 1.0) ? static_cast<float>(mean * coef) : mean;
   return {.norm = norm, .grad_scale = scale};
 }
 
@@ -142,7 +143,7 @@ TEST(ElementwiseExecutorTest, StepScalarsClipAsTorchFromPartialsWrittenEarlier) 
       {{1e6, 3e5, 7.25, 0.1}, 0.0},   // no clipping, norm only
       {{0, 0, 0}, 1.0},               // zero gradient
       {{4.0, inf, 1.0}, 1.0},         // overflow: coefficient 0
-      {{4.0, nan}, 1.0},              // NaN: no clipping, NaN norm
+      {{4.0, nan}, 1.0},              // NaN norm: a NaN scale, as torch's clamp gives
   };
   for (size_t c = 0; c < cases.size(); ++c) {
     HostStream stream(0);

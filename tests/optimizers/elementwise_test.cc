@@ -2,6 +2,7 @@
 // run_elementwise.h) against the independent references, bit for bit: every
 // map, dtype and SIMD level, odd sizes, misaligned spans, guards after the
 // span, and large spans split over threads.
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "optimizers/cpu/isa.h"
 #include "optimizers/cpu/run_elementwise.h"
+#include "optimizers/elementwise_rules.h"
 #include "optimizers/parallel.h"
 #include "tests/optimizers/elementwise_reference.h"
 #include "tests/optimizers/test_util.h"
@@ -126,6 +128,25 @@ TEST(ElementwiseParallelTest, LargeSpansGiveTheSameBitsOnAnyThreadCount) {
     }
   }
   SetNumThreads(0);
+}
+
+// torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6),
+// clamped to at most 1 by torch.clamp, which keeps a NaN. A NaN norm makes
+// every gradient NaN (the scale was left as it was, so only the non-finite
+// gradients were), an infinite one zeroes them, a small one is untouched.
+TEST(StepScalarsTest, TheClipCoefficientIsTorchs) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double with_nan[] = {nan, 4.0};
+  EXPECT_TRUE(std::isnan(StepScalarsOf(with_nan, 2, 0.5f, 1.0).grad_scale));
+  const double with_inf[] = {inf, 4.0};
+  EXPECT_EQ(StepScalarsOf(with_inf, 2, 0.5f, 1.0).grad_scale, 0.0f);
+  const double small[] = {0.25, 0.0};  // norm 0.25: no clipping
+  EXPECT_EQ(StepScalarsOf(small, 2, 0.5f, 1.0).grad_scale, 0.5f);
+  const double large[] = {64.0, 0.0};  // mean norm 4: coefficient 1 / (4 + 1e-6)
+  EXPECT_EQ(StepScalarsOf(large, 2, 0.5f, 1.0).grad_scale,
+            static_cast<float>(0.5 * (1.0 / (4.0 + 1e-6))));
+  EXPECT_EQ(StepScalarsOf(with_nan, 2, 0.5f, 0.0).grad_scale, 0.5f) << "clipping off";
 }
 
 }  // namespace

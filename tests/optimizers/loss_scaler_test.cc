@@ -145,6 +145,31 @@ TEST(LossScalerTest, MatchesDeepSpeedOnLongRandomRuns) {
   }
 }
 
+// DeepSpeed's raise_error_at_min_scale (on by default): the overflow that
+// would back off a scale already at its minimum, with no hysteresis left,
+// is an error; earlier ones are skipped steps; off, they stay skips.
+TEST(LossScalerTest, AnOverflowAtTheMinimumScaleIsAnError) {
+  LossScaler at_min = Make({.initial_scale = 4, .hysteresis = 2, .min_scale = 2});
+  EXPECT_TRUE(at_min.CheckProgress(true).ok());  // spends hysteresis
+  EXPECT_TRUE(at_min.Update(true));
+  EXPECT_TRUE(at_min.CheckProgress(true).ok());  // backs off 4 -> 2
+  EXPECT_TRUE(at_min.Update(true));
+  EXPECT_EQ(at_min.scale(), 2.0);
+  EXPECT_TRUE(at_min.CheckProgress(false).ok());
+  const absl::Status stuck = at_min.CheckProgress(true);
+  EXPECT_EQ(stuck.code(), absl::StatusCode::kFailedPrecondition) << stuck;
+  EXPECT_NE(stuck.message().find("already at its minimum (2)"), std::string::npos) << stuck;
+
+  LossScaler keeps_going = Make({.initial_scale = 2,
+                                 .hysteresis = 1,
+                                 .min_scale = 2,
+                                 .raise_error_at_min_scale = false});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(keeps_going.CheckProgress(true).ok());
+    EXPECT_TRUE(keeps_going.Update(true));
+  }
+}
+
 TEST(LossScalerTest, BadConfigsAreInvalidArgument) {
   const std::vector<LossScalerConfig> bad = {
       {.initial_scale = 0},

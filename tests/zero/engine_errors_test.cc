@@ -86,6 +86,34 @@ TEST_F(EngineErrors, RanksDisagreeOnTheLayout) {
   }
 }
 
+// Settings that change the order of collectives or what a replica computes:
+// each differing on one rank is refused on every rank at Create (a loss
+// scale of its own made replicas diverge silently; stage 3's prefetch and
+// live limits paired unlike gathers before anything noticed).
+TEST_F(EngineErrors, RanksDisagreeOnSettingsThatChangeTheCollectivesOrTheUpdate) {
+  const std::vector<std::function<void(EngineConfig&)>> changes = {
+      [](EngineConfig& c) { c.loss_scaler.initial_scale = 1024; },
+      [](EngineConfig& c) { c.max_grad_norm = 1.0; },
+      [](EngineConfig& c) { c.prefetch_elements = 64; },
+      [](EngineConfig& c) { c.max_live_elements = 64; },
+      [](EngineConfig& c) { c.max_reuse_distance = 3; },
+      [](EngineConfig& c) { c.reduce_chunk_elements = 128; },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) {
+      EngineConfig config;
+      config.stage = 3;
+      config.param_dtype = DType::kF16;
+      if (r == 1) changes[i](config);
+      return Create(comm, d, r, Specs(), config).status();
+    });
+    for (const absl::Status& s : status) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << "change " << i << ": " << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("rank(s) 1 differ")) << "change " << i;
+    }
+  }
+}
+
 TEST_F(EngineErrors, GradientOfTheWrongSizeOrDtype) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     auto status = RunRanks(4, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {

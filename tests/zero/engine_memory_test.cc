@@ -190,6 +190,24 @@ TEST(EngineMemory, StageThreeGatheredParametersStayWithinTheBudget) {
   EXPECT_LE(m.peak_gathered, budget * sizeof(float));
 }
 
+// DeepSpeed keeps a parameter gathered for good when numel <= the
+// threshold: a unit of exactly the threshold is persistent, one element more
+// is not.
+TEST(EngineMemory, PersistenceIncludesTheThreshold) {
+  for (const size_t numel : {size_t{64}, size_t{65}}) {
+    auto devices = *DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1, size_t{1} << 30});
+    auto comms = *LocalGroup::Create(1, {.has_bytes = false});
+    auto adam = *MakeAdamW();
+    EngineConfig config;
+    config.stage = 3;
+    config.persistence_threshold = 64;
+    auto engine = Engine::Create(config, {{"w", numel, 0}}, adam.get(), comms[0].get(),
+                                 devices.get(), 0);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ((*engine)->live_gathered_elements() > 0, numel == 64) << numel;
+  }
+}
+
 TEST(EngineMemory, StageTwoReleasesUnownedGradientsBucketByBucket) {
   std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
   TrainingRun run;

@@ -83,5 +83,19 @@ TEST(LayoutTest, PiecesTileEveryParameter) {
   }
 }
 
+// Module ids index the engine's per-module tables: a negative one was an
+// out-of-bounds write (a crash at every stage), a huge one billions of
+// empty entries. Refused, naming the parameter.
+TEST(LayoutTest, ModuleIdsOutsideTheParametersAreRefused) {
+  for (int module : {-1, 2, 1 << 30}) {
+    absl::StatusOr<Layout> layout =
+        Layout::Create({{"a", 64, 0}, {"b", 64, module}}, 2, 128, /*split_at_modules=*/true);
+    EXPECT_EQ(layout.status().code(), absl::StatusCode::kInvalidArgument) << module;
+    EXPECT_NE(layout.status().message().find("'b' (#1) is in module"), std::string::npos)
+        << layout.status();
+  }
+  EXPECT_TRUE(Layout::Create({{"a", 64, 0}, {"b", 64, 1}}, 2, 128, true).ok());
+}
+
 }  // namespace
 }  // namespace zero

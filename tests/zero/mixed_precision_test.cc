@@ -273,6 +273,22 @@ TEST(LossScaling, BacksOffUntilGradientsFit) {
   EXPECT_LT(r.losses.back(), r.losses.front());
 }
 
+// At the minimum scale, an overflow is an error on every rank (DeepSpeed's
+// raise_error_at_min_scale), not another skipped step.
+TEST(LossScaling, AnOverflowAtTheMinimumScaleStopsEveryRank) {
+  std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);
+  TrainingRun run = OverflowRun();
+  run.config.loss_scaler.initial_scale = 1.0;
+  run.config.loss_scaler.min_scale = 1.0;
+  const std::vector<RankResult> results = TrainWithEngine(*model, run, AdamW());
+  for (int r = 0; r < run.world; ++r) {
+    EXPECT_EQ(results[r].status.code(), absl::StatusCode::kFailedPrecondition)
+        << "rank " << r << ": " << results[r].status;
+    EXPECT_NE(results[r].status.message().find("already at its minimum"), std::string::npos)
+        << results[r].status;
+  }
+}
+
 // Reducing a few elements at a time changes the collectives, not the sums.
 TEST(MixedPrecisionChunks, SmallChunksGiveTheSameBits) {
   std::unique_ptr<Model> model = *MakeTransformer(2, 16, 2, 8, 2);

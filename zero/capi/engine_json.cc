@@ -193,7 +193,8 @@ absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
                Double("backoff_factor", &ls.backoff_factor),
                Uint("growth_interval", &ls.growth_interval), Uint("hysteresis", &ls.hysteresis),
                Double("min_scale", &ls.min_scale),
-               Bool("consecutive_hysteresis", &ls.consecutive_hysteresis)});
+               Bool("consecutive_hysteresis", &ls.consecutive_hysteresis),
+               Bool("raise_error_at_min_scale", &ls.raise_error_at_min_scale)});
         }},
        Choice<Offload>("offload",
                        {{"none", Offload::kNone},

@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<ParameterGatherer>> ParameterGatherer::Create(
   if (ctx.config.stage < 3) return g;
   for (int u = 0; u < ctx.unit_count(); ++u) {
     const Unit& unit = ctx.unit(u);
-    if (unit.numel >= ctx.config.persistence_threshold) continue;
+    // DeepSpeed's rule: persistent up to and including the threshold.
+    if (unit.numel > ctx.config.persistence_threshold) continue;
     UnitState& state = g->units_[u];
     state.persistent = true;
     ASSIGN_OR_RETURN(state.gathered, Buffer::Allocate(ctx.pool, unit.padded * ctx.esize,
