@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "bench/footprint/model_json.h"
 #include "bench/footprint/transformer.h"
 
 namespace zero::footprint {
@@ -60,6 +61,11 @@ class Reader {
         absl::StrFormat("%s:%d:%d: %s", file_, pos.line, pos.column, what));
   }
   absl::Status Error(const std::string& what) const { return Error(root_.pos, what); }
+  // Whether `key` holds a non-empty list.
+  bool NonEmptyList(const char* key) const {
+    const json::Value* v = root_.Find(key);
+    return v != nullptr && v->kind == Kind::kArray && !v->items.empty();
+  }
 
  private:
   absl::StatusOr<uint64_t> CountOf(const json::Value& v, const char* key) const {
@@ -134,7 +140,10 @@ absl::StatusOr<TransformerShape> LlamaLike(const Reader& r, const std::string& f
     ASSIGN_OR_RETURN(s.expert_intermediate, r.Count("moe_intermediate_size"));
     ASSIGN_OR_RETURN(s.shared_intermediate, r.Count("shared_expert_intermediate_size"));
     ASSIGN_OR_RETURN(const uint64_t step, r.Count("decoder_sparse_step", 1));
-    if (step != 1) return r.Error("qwen2_moe with dense layers (decoder_sparse_step) is not supported");
+    if (step != 1 || r.NonEmptyList("mlp_only_layers")) {
+      return r.Error(
+          "qwen2_moe with dense layers (decoder_sparse_step, mlp_only_layers) is not supported");
+    }
   }
   if (s.experts > 0 && s.top_k > s.experts) {
     return r.Error(absl::StrFormat("num_experts_per_tok %d is more than the %d experts",
@@ -191,7 +200,23 @@ absl::StatusOr<ModelSpec> ModelFromHfConfig(const json::Value& root, const std::
     return r.Error(absl::StrFormat("%d attention heads are not a multiple of %d KV heads",
                                              shape->heads, shape->kv_heads));
   }
-  return BuildTransformer(NameOf(file), *shape, family == "gpt2");
+  if (shape->head_dim == 0) {
+    return r.Error(absl::StrFormat("the hidden size %d is smaller than its %d attention heads",
+                                   shape->hidden, shape->heads));
+  }
+  // The limits of a module-list file, checked before the model is built (a
+  // million layers took gigabytes first): at most a dozen modules a layer
+  // besides its experts.
+  if (shape->layers * (shape->experts + 12) > kMaxModelModules) {
+    return r.Error(absl::StrFormat("%d layers%s make more than %d modules", shape->layers,
+                                   shape->moe() ? absl::StrFormat(" of %d experts", shape->experts)
+                                                : std::string(),
+                                   kMaxModelModules));
+  }
+  ModelSpec model = BuildTransformer(NameOf(file), *shape, family == "gpt2");
+  // As a module-list file is: its sizes (at most 2^58 parameters) checked.
+  if (absl::Status valid = Validate(model); !valid.ok()) return r.Error(std::string(valid.message()));
+  return model;
 }
 
 }  // namespace zero::footprint

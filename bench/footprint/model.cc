@@ -8,7 +8,9 @@
 namespace zero::footprint {
 namespace {
 
-constexpr uint64_t kMaxNumel = uint64_t{1} << 62;
+// 16 bytes a parameter (mixed-precision Adam's states) must fit in 64 bits
+// (4 x 2^62 bytes of fp32 wrapped to 0).
+constexpr uint64_t kMaxNumel = uint64_t{1} << 58;
 
 }  // namespace
 
@@ -69,7 +71,7 @@ absl::Status CheckParam(const ModuleSpec& m, const ParamShape& p) {
     return absl::InvalidArgumentError(where + ": shape has a zero dimension");
   }
   if (p.numel() > kMaxNumel) {
-    return absl::InvalidArgumentError(where + ": more than 2^62 elements");
+    return absl::InvalidArgumentError(where + ": more than 2^58 elements");
   }
   return absl::OkStatus();
 }
@@ -123,7 +125,7 @@ absl::Status Validate(const ModelSpec& model) {
                             p.name, m.name, p.name));
       }
       total += p.numel();
-      if (total > kMaxNumel) return absl::InvalidArgumentError("more than 2^62 parameters in all");
+      if (total > kMaxNumel) return absl::InvalidArgumentError("more than 2^58 parameters in all");
     }
   }
   return CheckForward(model);

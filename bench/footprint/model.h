@@ -55,7 +55,7 @@ struct ModelSpec {
 
 // InvalidArgument naming the first problem: no modules, a module without
 // parameters, an empty or repeated name, a shape with no or zero
-// dimensions, a numel beyond 2^62, a forward use out of range, a module
+// dimensions, a numel beyond 2^58 (16 bytes each must fit in 64 bits), a forward use out of range, a module
 // never used, sites that do not match the forward uses.
 absl::Status Validate(const ModelSpec& model);
 

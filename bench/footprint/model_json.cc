@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <optional>
@@ -250,10 +251,10 @@ class Loader {
     RETURN_IF_ERROR(Need(*shape, Kind::kArray, "\"shape\""));
     if (shape->items.empty()) return ErrorAt(shape->pos, "\"shape\" has no dimensions");
     for (const json::Value& d : shape->items) {
-      ASSIGN_OR_RETURN(uint64_t dim, Count(d, "a dimension", uint64_t{1} << 62));
+      ASSIGN_OR_RETURN(uint64_t dim, Count(d, "a dimension", uint64_t{1} << 58));
       out.shape.push_back(dim);
     }
-    if (out.numel() > (uint64_t{1} << 62)) return ErrorAt(shape->pos, "more than 2^62 elements");
+    if (out.numel() > (uint64_t{1} << 58)) return ErrorAt(shape->pos, "more than 2^58 elements");
     return out;
   }
 
@@ -297,6 +298,11 @@ absl::StatusOr<ModelSpec> ModelFromJson(std::string_view text, const std::string
 }
 
 absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: is a folder, not a model file (a Hugging Face model: %s/config.json)", path, path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::InvalidArgumentError(

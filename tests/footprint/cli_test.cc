@@ -160,7 +160,7 @@ TEST(CliTest, MalformedModelFileSaysFileLineColumn) {
   Result r = Footprint({"--model=" + path});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "footprint: " + path +
-                       ":3:39: a dimension must be an integer from 1 to 4611686018427387904, "
+                       ":3:39: a dimension must be an integer from 1 to 288230376151711744, "
                        "found 0\n");
   const std::string dup = WriteModel(
       "dup.json",

@@ -153,7 +153,30 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{R"({"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2,
                       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
                       "num_local_experts": 2, "num_experts_per_tok": 3})",
-                  "1:1: num_experts_per_tok 3 is more than the 2 experts"}));
+                  "1:1: num_experts_per_tok 3 is more than the 2 experts"},
+        // Checked before the model is built (it took gigabytes, then aborted).
+        BadConfig{R"({"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1000000,
+                      "num_attention_heads": 1, "intermediate_size": 16, "vocab_size": 16})",
+                  "1:1: 1000000 layers make more than 2000000 modules"},
+        BadConfig{R"({"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 20000,
+                      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
+                      "num_local_experts": 200, "num_experts_per_tok": 2})",
+                  "1:1: 20000 layers of 200 experts make more than 2000000 modules"},
+        // Its parameter count wrapped 64 bits (an allocation of 3072 PiB).
+        BadConfig{R"({"model_type": "llama", "hidden_size": 16777216, "num_hidden_layers": 16384,
+                      "num_attention_heads": 1, "intermediate_size": 16777216,
+                      "vocab_size": 16777216})",
+                  "1:1: more than 2^58 parameters in all"},
+        BadConfig{R"({"model_type": "llama", "hidden_size": 4, "num_hidden_layers": 2,
+                      "num_attention_heads": 8, "intermediate_size": 16, "vocab_size": 16})",
+                  "1:1: the hidden size 4 is smaller than its 8 attention heads"},
+        // Dense layers would change the count: refused, not ignored.
+        BadConfig{R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 2,
+                      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
+                      "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                      "shared_expert_intermediate_size": 64, "mlp_only_layers": [0]})",
+                  "1:1: qwen2_moe with dense layers (decoder_sparse_step, mlp_only_layers) is "
+                  "not supported"}));
 
 }  // namespace
 }  // namespace zero::footprint

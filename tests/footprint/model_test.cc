@@ -192,12 +192,12 @@ INSTANTIATE_TEST_SUITE_P(
             "m.json:1:71: unknown key \"extra\" in the model (expected name, modules, forward)"},
         BadModel{
             "{\"modules\": [" MODULE("a", "[3, 0]") "]}",
-            "m.json:1:66: a dimension must be an integer from 1 to 4611686018427387904, found 0"},
+            "m.json:1:66: a dimension must be an integer from 1 to 288230376151711744, found 0"},
         BadModel{"{\"modules\": [" MODULE("a", "[]") "]}",
                  "m.json:1:62: \"shape\" has no dimensions"},
         BadModel{
             "{\"modules\": [" MODULE("a", "[2.5]") "]}",
-            "m.json:1:63: a dimension must be an integer from 1 to 4611686018427387904, found 2.5"},
+            "m.json:1:63: a dimension must be an integer from 1 to 288230376151711744, found 2.5"},
         BadModel{"{\"modules\": [" MODULE("a", "\"3\"") "]}",
                  "m.json:1:62: \"shape\" must be an array, found a string"},
         BadModel{"{\"modules\": [" MODULE("a", "[3]") ",\n " MODULE("a", "[4]") "]}",
@@ -256,7 +256,7 @@ TEST(ModelTest, ValidateCatchesWhatBuildersCanGetWrong) {
   ModelBuilder d("m");
   d.Module("a").Param("w", {uint64_t{1} << 40, uint64_t{1} << 40});
   EXPECT_EQ(Validate(std::move(d).Build()).message(),
-            "module 'a', parameter 'w': more than 2^62 elements");
+            "module 'a', parameter 'w': more than 2^58 elements");
 }
 
 }  // namespace
