@@ -248,7 +248,8 @@ absl::StatusOr<SiteActivations> ActivationsOf(Site site, const TransformerShape&
   SiteBuilder builder;
   const Dims d(shape, options);
   switch (site) {
-    case Site::kNone: break;
+    case Site::kNone:
+    case Site::kExpert: break;
     case Site::kEmbedding: EmbeddingSite(builder, d); break;
     case Site::kAttention: AttentionSite(builder, d); break;
     case Site::kMlp: MlpSite(builder, d); break;

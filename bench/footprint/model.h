@@ -32,8 +32,11 @@ struct ModuleSpec {
 };
 
 // What a forward use of a module computes. A layer is one kAttention use
-// and the next kMlp use; the k-th of each belong to layer k.
-enum class Site { kNone, kEmbedding, kAttention, kMlp, kHead };
+// and the next kMlp use; the k-th of each belong to layer k. kExpert: an
+// expert of the mixture whose router is the layer's kMlp use (that site's
+// activations stand for the whole mixture's; the expert is the layer's
+// module all the same, fetched again when full checkpointing recomputes).
+enum class Site { kNone, kEmbedding, kAttention, kMlp, kHead, kExpert };
 
 struct ModelSpec {
   std::string name;

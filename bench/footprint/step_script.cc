@@ -1,11 +1,20 @@
 #include "bench/footprint/step_script.h"
 
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "base/status_macros.h"
 
 namespace zero::footprint {
 namespace {
+
+// Where a transformer layer's modules are used in forward.
+struct LayerUses {
+  size_t attention_use = 0;
+  std::optional<size_t> mlp_use;  // the MLP site (a mixture's router)
+  size_t last_use = 0;            // its first use in backward
+};
 
 class ScriptBuilder {
  public:
@@ -14,7 +23,8 @@ class ScriptBuilder {
         order_(model.ForwardOrder()),
         options_(model.transformer.has_value() && !model.sites.empty() ? options
                                                                        : std::nullopt),
-        kept_(order_.size()) {}
+        kept_(order_.size()),
+        layer_of_(order_.size(), -1) {}
 
   absl::StatusOr<StepScript> Build() && {
     if (options_.has_value()) {
@@ -41,6 +51,7 @@ class ScriptBuilder {
     return options_.has_value() ? model_.sites[use] : Site::kNone;
   }
   Checkpointing Mode() const { return options_->checkpointing; }
+  static bool HasActivations(Site site) { return site != Site::kNone && site != Site::kExpert; }
 
   void Op(StepOp::Kind kind, int arg) { script_.ops.push_back({kind, arg}); }
   int Alloc(uint64_t bytes) {
@@ -53,10 +64,21 @@ class ScriptBuilder {
   void Forward(size_t u) {
     const Site site = SiteOf(u);
     Op(StepOp::Kind::kFetch, order_[u]);
-    if (site == Site::kAttention) Op(StepOp::Kind::kMark, kLayer + layer_++);
-    if (site == Site::kAttention) attention_use_.push_back(u);
+    if (site == Site::kAttention) {
+      Op(StepOp::Kind::kMark, kLayer + layer_++);
+      layers_.push_back({.attention_use = u});
+    }
     if (site == Site::kHead) Op(StepOp::Kind::kMark, kLayer + layer_);
-    if (site != Site::kNone) {
+    // A layer's uses: its attention, its MLP site, a mixture's experts.
+    const bool in_layer =
+        site == Site::kAttention || ((site == Site::kMlp || site == Site::kExpert) && in_layer_);
+    in_layer_ = in_layer;
+    if (in_layer) {
+      layer_of_[u] = layer_ - 1;
+      layers_.back().last_use = u;
+      if (site == Site::kMlp) layers_.back().mlp_use = u;
+    }
+    if (HasActivations(site)) {
       const SiteActivations& acts = sites_.at(site);
       kept_[u] = Play(acts, [](int) { return true; },
                       [&](int i) { return KeptInForward(acts, i, site, Mode()); });
@@ -93,19 +115,24 @@ class ScriptBuilder {
   }
 
   // Full checkpointing: the layer's forward again, at its first backward
-  // use (its MLP site), with the attention module fetched to run it.
-  void RecomputeLayer(size_t mlp_use) {
-    const size_t attn_use = attention_use_[--layer_];
+  // use `u` (already fetched), each other module of the layer fetched to
+  // run it: the attention, and for a mixture the router and every expert
+  // (the router's MLP site stands for the mixture's activations).
+  void RecomputeLayer(const LayerUses& layer, size_t u) {
     const SiteActivations& attn = sites_.at(Site::kAttention);
     const SiteActivations& mlp = sites_.at(Site::kMlp);
     auto saved = [](const SiteActivations& a) {
       return [&a](int i) { return a.tensors[i].saved; };
     };
-    Op(StepOp::Kind::kFetch, order_[attn_use]);
-    auto again = Play(attn, [](int i) { return i > 0; }, saved(attn));
-    kept_[attn_use].insert(kept_[attn_use].end(), again.begin(), again.end());
-    Op(StepOp::Kind::kRelease, order_[attn_use]);
-    kept_[mlp_use] = Play(mlp, [](int) { return true; }, saved(mlp));
+    for (size_t v = layer.attention_use; v <= u; ++v) {
+      if (v != u) Op(StepOp::Kind::kFetch, order_[v]);
+      if (v == layer.attention_use) {
+        auto again = Play(attn, [](int i) { return i > 0; }, saved(attn));
+        kept_[v].insert(kept_[v].end(), again.begin(), again.end());
+      }
+      if (v == *layer.mlp_use) kept_[v] = Play(mlp, [](int) { return true; }, saved(mlp));
+      if (v != u) Op(StepOp::Kind::kRelease, order_[v]);
+    }
   }
 
   // Backward through a site: the gradient arriving from above, then per
@@ -129,14 +156,17 @@ class ScriptBuilder {
   void Backward(size_t u, bool hand_over) {
     const Site site = SiteOf(u);
     Op(StepOp::Kind::kFetch, order_[u]);
-    if (site == Site::kMlp && Mode() == Checkpointing::kFull) RecomputeLayer(u);
+    if (Mode() == Checkpointing::kFull && layer_of_[u] >= 0) {
+      const LayerUses& layer = layers_[layer_of_[u]];
+      if (layer.last_use == u && layer.mlp_use.has_value()) RecomputeLayer(layer, u);
+    }
     if (site == Site::kAttention && Mode() == Checkpointing::kSelective) {
       const SiteActivations& attn = sites_.at(Site::kAttention);
       auto core = Play(attn, [&](int i) { return attn.tensors[i].core; },
                        [&](int i) { return attn.tensors[i].saved; });
       kept_[u].insert(kept_[u].end(), core.begin(), core.end());
     }
-    if (site != Site::kNone) BackwardActivations(u);
+    if (HasActivations(site)) BackwardActivations(u);
     if (hand_over) Op(StepOp::Kind::kGrads, order_[u]);
     Op(StepOp::Kind::kRelease, order_[u]);
   }
@@ -146,7 +176,9 @@ class ScriptBuilder {
   const std::optional<ActivationOptions> options_;
   std::map<Site, SiteActivations> sites_;
   std::vector<std::vector<std::pair<int, const ActTensor*>>> kept_;  // per use
-  std::vector<size_t> attention_use_;                                 // per layer
+  std::vector<int> layer_of_;  // per use: its layer, -1 outside the layers
+  std::vector<LayerUses> layers_;
+  bool in_layer_ = false;  // the last use seen in forward was a layer's
   int layer_ = 0;
   StepScript script_;
 };

@@ -122,13 +122,13 @@ class Builder {
     for (uint64_t e = 0; e < s_.experts; ++e) {
       const std::string expert = absl::StrCat(moe, ".experts.", e);
       Mlp(b_.Module(expert), "", s_.expert_intermediate, false);
-      b_.Use(expert);
+      b_.Use(expert, Site::kExpert);
     }
     if (s_.shared_intermediate > 0) {
       ModelBuilder& shared = b_.Module(moe + ".shared_expert");
       Mlp(shared, "", s_.shared_intermediate, false);
       Linear(shared, "shared_expert_gate", s_.hidden, 1, false);
-      b_.Use(moe + ".shared_expert");
+      b_.Use(moe + ".shared_expert", Site::kExpert);
     }
   }
 
