@@ -1,6 +1,8 @@
 #include "base/units.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -41,12 +43,20 @@ absl::StatusOr<size_t> ParseBytes(std::string_view text) {
   }
   for (const auto& [name, scale] : kSuffixes) {
     if (suffix != name) continue;
+    const double bytes = value * scale;
     // 2^64 as a double: converting anything at or above it is undefined.
-    if (value * scale >= 18446744073709551616.0) {
+    if (bytes >= 18446744073709551616.0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("'%s' is more bytes than 64 bits hold", std::string(text)));
     }
-    return static_cast<size_t>(value * scale);
+    // Rounded to the nearest byte ("4.35GB" is 4.35e9, not one byte less),
+    // but a fraction of a byte is a mistake, not a size ("1.5" was 1).
+    const double whole = std::nearbyint(bytes);
+    if (std::fabs(bytes - whole) > 1e-6 * std::max(1.0, bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("'%s' is not a whole number of bytes", std::string(text)));
+    }
+    return static_cast<size_t>(whole);
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("'%s': unknown unit '%s' (use B, KB, MB, GB, KiB, MiB, GiB)",

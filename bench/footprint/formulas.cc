@@ -80,8 +80,12 @@ DeepSpeedFigures DeepSpeedEstimate(const FormulaInput& in, double largest_layer_
                                    int gpus_per_node) {
   DeepSpeedFigures out;
   if (in.stage == 0) return out;
-  const int per_node = std::min(in.ranks, gpus_per_node);
-  const int nodes = (in.ranks + per_node - 1) / per_node;
+  // DeepSpeed's estimators take nodes x GPUs per node: ranks that fill no
+  // whole number of nodes are estimated as one node of them all (rounding
+  // the nodes up estimated more GPUs than the run has: 16 for 12).
+  int per_node = std::min(in.ranks, gpus_per_node);
+  if (in.ranks % per_node != 0) per_node = in.ranks;
+  const int nodes = in.ranks / per_node;
   const bool offload = in.offload != Offload::kNone;
   out.available = true;
   if (in.stage <= 2) {

@@ -24,9 +24,16 @@ absl::StatusOr<Options> PlanSweep(Options o) {
   for (const char* option : {"ranks", "stage", "offload", "checkpointing"}) {
     if (o.given.count(option) > 0) return Chosen(option);
   }
-  if (o.models.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--plan: give one --model, not %d", o.models.size()));
+  // The plan's table has no column for these: rows of two values would be
+  // told apart by nothing (and the header names only the first).
+  for (const auto& [option, count] :
+       {std::pair<const char*, size_t>{"model", o.models.size()}, {"seq", o.seqs.size()},
+        {"precision", o.precisions.size()}, {"optimizer", o.optimizers.size()},
+        {"attention", o.attentions.size()}}) {
+    if (count != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--plan: give one --%s, not %d (plan each separately)", option, count));
+    }
   }
   if (static_cast<int64_t>(o.cards) * o.nodes > (1 << 24)) {
     return absl::InvalidArgumentError("--plan: --cards x --nodes is over 16777216 ranks");

@@ -117,6 +117,10 @@ TEST(DeepSpeedTest, RanksArePlacedOnNodes) {
   EXPECT_DOUBLE_EQ(f.gpu, 4 * psi + std::trunc(16 * psi / 64));
   EXPECT_DOUBLE_EQ(f.cpu_node, psi * 4 * 8 * 1.5);
   EXPECT_DOUBLE_EQ(f.cpu_rank, psi * 4 * 1.5);
+  in.ranks = 12;  // not whole nodes of 8: one node of 12, not 2 x 8 = 16 GPUs
+  f = DeepSpeedEstimate(in, 1e6, 8);
+  EXPECT_DOUBLE_EQ(f.gpu, 4 * psi + std::trunc(16 * psi / 12));
+  EXPECT_DOUBLE_EQ(f.cpu_rank, psi * 4 * 1.5);
   in.ranks = 4;  // one node of 4
   in.stage = 3;
   in.offload = Offload::kParameters;

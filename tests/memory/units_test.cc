@@ -23,6 +23,11 @@ TEST(UnitsTest, RejectsGarbage) {
   EXPECT_EQ(ParseBytes("99999999999999999999TiB").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseBytes("17179869183GiB"), size_t{17179869183} << 30);
+  // The nearest byte, never a fraction of one.
+  EXPECT_EQ(*ParseBytes("4.35GB"), size_t{4'350'000'000});
+  EXPECT_EQ(*ParseBytes("0.5KiB"), size_t{512});
+  EXPECT_EQ(ParseBytes("1.5").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBytes("0.3KiB").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(UnitsTest, FormatsReadably) {
