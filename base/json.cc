@@ -360,7 +360,56 @@ std::string_view KindName(Value::Kind kind) {
 
 absl::StatusOr<Value> Parse(std::string_view text) { return Parser(text).Document(); }
 
-std::string Quote(std::string_view text) {
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `s`, or 0
+// (overlong forms, surrogates and code points past U+10FFFF are invalid).
+size_t Utf8Length(std::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = byte(0);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) low = 0xA0;
+    if (c == 0xED) high = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) low = 0x90;
+    if (c == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const size_t n = Utf8Length(text);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      text.remove_prefix(1);
+    } else {
+      out.append(text.substr(0, n));
+      text.remove_prefix(n);
+    }
+  }
+  return out;
+}
+
+std::string Quote(std::string_view raw) {
+  const std::string text = ValidUtf8(raw);
   std::string out = "\"";
   for (const char ch : text) {
     const unsigned char c = ch;

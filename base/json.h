@@ -80,8 +80,14 @@ std::string_view KindName(Value::Kind kind);
 // InvalidArgument "LINE:COL: what is wrong" on malformed input.
 absl::StatusOr<Value> Parse(std::string_view text);
 
-// `text` as a JSON string literal, quotes included (UTF-8 passes through).
+// `text` as a JSON string literal, quotes included (valid UTF-8 passes
+// through; bytes that are not, as ValidUtf8 gives them).
 std::string Quote(std::string_view text);
+
+// `text` with each byte that is not part of a valid UTF-8 sequence replaced
+// by U+FFFD (a file name can hold any bytes; JSON, XML and the CSV readers
+// of the reports take only UTF-8).
+std::string ValidUtf8(std::string_view text);
 
 // Typed access: `where` names the value in messages, e.g. "params[3].numel";
 // errors are InvalidArgument "LINE:COL: 'where' is not ..." at the value (at

@@ -1,5 +1,6 @@
 // CSV (RFC 4180): a header, then one line per run; null as an empty cell.
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 #include "bench/footprint/report.h"
 #include "bench/footprint/report_fields.h"
 
@@ -8,9 +9,12 @@ namespace {
 
 std::string Cell(const Field& f) {
   if (f.value == "null") return "";
-  if (!f.text || f.value.find_first_of(",\"\n") == std::string::npos) return f.value;
+  if (!f.text) return f.value;
+  // Names come from file names (any bytes): UTF-8 for the readers.
+  const std::string value = json::ValidUtf8(f.value);
+  if (value.find_first_of(",\"\r\n") == std::string::npos) return value;
   std::string quoted = "\"";
-  for (char c : f.value) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  for (char c : value) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + "\"";
 }
 

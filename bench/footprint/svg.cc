@@ -3,18 +3,26 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "base/json.h"
 
 namespace zero::footprint {
 
 std::string XmlEscape(const std::string& text) {
+  // A model's name is its file's: any bytes. XML takes valid UTF-8 and no
+  // control characters but tab and line ends, not even as references.
   std::string out;
-  for (char c : text) {
+  for (char c : json::ValidUtf8(text)) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      default: out += c;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+          out += "\xEF\xBF\xBD";  // U+FFFD
+        } else {
+          out += c;
+        }
     }
   }
   return out;

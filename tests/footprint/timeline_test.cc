@@ -15,6 +15,7 @@
 #include "bench/footprint/cli.h"
 #include "bench/footprint/presets.h"
 #include "bench/footprint/report.h"
+#include "bench/footprint/svg.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -151,6 +152,15 @@ TEST(TimelineTest, CliWritesItForOneRunAndRefusesASweep) {
   EXPECT_EQ(err2.str(),
             "footprint: --timeline: draws one run, and the options make 2 (give one value to "
             "each list)\n");
+}
+
+// Names come from file names: any bytes. What XML cannot hold (bytes that
+// are not UTF-8, control characters) becomes U+FFFD; markup is escaped.
+TEST(SvgTest, XmlEscapeKeepsTheDocumentWellFormed) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(XmlEscape("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
+  EXPECT_EQ(XmlEscape("bad\xffname\x01"), "bad" + fffd + "name" + fffd);
+  EXPECT_EQ(XmlEscape("tab\there \xc3\xa9"), "tab\there \xc3\xa9");
 }
 
 }  // namespace

@@ -111,6 +111,22 @@ TEST(JsonTest, QuoteEscapesWhatJsonNeeds) {
   EXPECT_EQ(Parse(Quote(round))->text, round);
 }
 
+// A file name can hold any bytes: what is not UTF-8 becomes U+FFFD, so the
+// reports stay documents their readers take.
+TEST(JsonTest, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(ValidUtf8("bad\xffname"), "bad" + fffd + "name");
+  EXPECT_EQ(ValidUtf8("\xc3"), fffd) << "cut short";
+  EXPECT_EQ(ValidUtf8("\xc0\xaf"), fffd + fffd) << "overlong";
+  EXPECT_EQ(ValidUtf8("\xed\xa0\x80"), fffd + fffd + fffd) << "a surrogate";
+  EXPECT_EQ(ValidUtf8("\xf4\x90\x80\x80"), fffd + fffd + fffd + fffd) << "past U+10FFFF";
+  const std::string fine = "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";
+  EXPECT_EQ(ValidUtf8(fine), fine);
+  absl::StatusOr<Value> parsed = Parse(Quote("bad\xffname"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->text, "bad" + fffd + "name");
+}
+
 // Typed access: the value's kind and size are checked, and a message names
 // both the caller's path to the value and where it stands in the document.
 class TypedAccess : public ::testing::Test {
