@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "base/units.h"
 #include "bench/footprint/names.h"
 #include "bench/footprint/presets.h"
@@ -454,6 +455,33 @@ bool HelpRequest(const std::string& arg, Options& options) {
 
 }  // namespace
 
+namespace {
+
+// Options given that the runs would not read: an error, not a silence.
+absl::Status CheckNothingIgnored(const Options& o) {
+  auto given = [&](const char* name) { return o.given.count(name) > 0; };
+  for (const char* planner : {"cards", "nodes", "host_memory"}) {
+    if (given(planner) && !o.plan) {
+      return Bad(planner, "is the planner's: give --plan too (or --ranks for a sweep)");
+    }
+  }
+  const bool offloads = std::any_of(o.offloads.begin(), o.offloads.end(),
+                                    [](Offload x) { return x != Offload::kNone; });
+  if (given("offload_device") && o.knobs.offload_device != OffloadDevice::kCpu && !offloads &&
+      !o.plan) {
+    return Bad("offload_device", "nvme places offloaded state: give --offload=optimizer too");
+  }
+  const bool activations = std::any_of(o.seqs.begin(), o.seqs.end(), [](uint64_t s) { return s; });
+  for (const char* per_token : {"micro_batch", "attention", "checkpointing"}) {
+    if (given(per_token) && !activations) {
+      return Bad(per_token, "shapes activations, which --seq=0 leaves out");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   OwnFlagsAtDefaults defaults;
   Options help;  // only its help fields
@@ -466,6 +494,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   options.given = std::move(given);
   options.help = help.help;
   options.help_match = help.help_match;
+  RETURN_IF_ERROR(CheckNothingIgnored(options));
   return options;
 }
 

@@ -147,6 +147,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--attention=sdpa"}, "--attention: 'sdpa' is not eager or flash"},
         BadArgs{{"--checkpointing=some"},
                 "--checkpointing: 'some' is not none, selective or full"},
+        // Given but never read by the runs: said, not silently dropped.
+        BadArgs{{"--cards=4"},
+                "--cards: is the planner's: give --plan too (or --ranks for a sweep)"},
+        BadArgs{{"--host_memory=1TB"},
+                "--host_memory: is the planner's: give --plan too (or --ranks for a sweep)"},
+        BadArgs{{"--offload_device=nvme"},
+                "--offload_device: nvme places offloaded state: give --offload=optimizer too"},
+        BadArgs{{"--seq=0", "--micro_batch=4"},
+                "--micro_batch: shapes activations, which --seq=0 leaves out"},
+        BadArgs{{"--seq=0", "--attention=eager"},
+                "--attention: shapes activations, which --seq=0 leaves out"},
         BadArgs{{"--model=llama2-70b", "--ranks=1", "--stage=0", "--seq=1048576",
                  "--micro_batch=4096", "--attention=eager"},
                 "llama2-70b N=1 stage 0 bf16 adam seq=1048576 mb=4096 eager: INVALID_ARGUMENT: "
