@@ -179,25 +179,36 @@ TEST(OverlappedStreamsModes, DroppingTheReductionsWaitGivesWrongParameters) {
   EXPECT_TRUE(differs) << "the reduction did not read the bucket early without its wait";
 }
 
+// One rank's engine on a delayed host device, collectives stream-ordered.
+struct OneRank {
+  OneRank(uint64_t delay_seed, const EngineConfig& config, std::vector<ParamSpec> specs)
+      : devices(*DeviceSystem::CreateWithHostStreams({DeviceSpec::Kind::kHost, 1, 64 << 20},
+                                                     Delays(delay_seed))),
+        comms(*LocalGroup::Create(1, {.stream_ordered = true})),
+        adam(*MakeAdamW()),
+        engine(*Engine::Create(config, std::move(specs), adam.get(), comms[0].get(),
+                               devices.get(), 0)) {}
+  std::unique_ptr<DeviceSystem> devices;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::unique_ptr<Optimizer> adam;
+  std::unique_ptr<Engine> engine;
+};
+
 // Stage 3, one rank: four modules of one equal-sized parameter each, so a
 // released module's block is the next gather's. A consumer stream reads each
 // module 30 ms after its Fetch; Release(module, consumer) must keep the
 // block until then. Returns what the consumer read, per module.
 std::vector<std::vector<float>> ReadOnConsumerStream(int drop_engine_wait) {
   constexpr size_t kNumel = 256;
-  auto devices = *DeviceSystem::CreateWithHostStreams({DeviceSpec::Kind::kHost, 1, 64 << 20},
-                                                      Delays(5));
-  LocalGroupOptions options;
-  options.stream_ordered = true;
-  auto comms = *LocalGroup::Create(1, options);
-  auto adam = *MakeAdamW();
   EngineConfig config;
   config.stage = 3;
   config.persistence_threshold = 0;
   config.prefetch_elements = 0;
   std::vector<ParamSpec> specs;
   for (int m = 0; m < 4; ++m) specs.push_back({"p" + std::to_string(m), kNumel, m});
-  auto engine = *Engine::Create(config, specs, adam.get(), comms[0].get(), devices.get(), 0);
+  OneRank rank(5, config, specs);
+  DeviceSystem* devices = rank.devices.get();
+  Engine* engine = rank.engine.get();
   for (int m = 0; m < 4; ++m) {
     EXPECT_TRUE(engine->SetParam(m, std::vector<float>(kNumel, m + 1.0f)).ok());
   }
@@ -237,17 +248,11 @@ TEST(OverlappedStreamsModes, ReleaseKeepsTheBlockForTheConsumerStream) {
 // stream is held shut by a gate; the producer's work must not run until it
 // opens.
 TEST(OverlappedStreamsModes, GradBufferOrdersTheProducerAfterTheEngineStream) {
-  auto devices = *DeviceSystem::CreateWithHostStreams({DeviceSpec::Kind::kHost, 1, 64 << 20},
-                                                      Delays(3));
-  LocalGroupOptions options;
-  options.stream_ordered = true;
-  auto comms = *LocalGroup::Create(1, options);
-  auto adam = *MakeAdamW();
   EngineConfig config;
   config.stage = 2;
-  auto engine = *Engine::Create(config, {{"w", 64, 0}}, adam.get(), comms[0].get(),
-                                devices.get(), 0);
-  Stream* producer = *devices->CreateStream(0);
+  OneRank rank(3, config, {{"w", 64, 0}});
+  Engine* engine = rank.engine.get();
+  Stream* producer = *rank.devices->CreateStream(0);
   std::atomic<bool> open{false}, passed{false}, ran_early{false}, ran{false};
   ASSERT_TRUE(engine->stream()
                   ->Enqueue([&] {
