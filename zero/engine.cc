@@ -271,6 +271,14 @@ absl::Status Engine::NotUpdatedEarly() const {
       "call Step");
 }
 
+absl::Status Engine::OwnedStateSettled(std::string_view what) const {
+  if (!updated_early_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "rank %d: %s between backward and Step: offload_overlap is stepping this step's units "
+      "as their gradients arrive, so the owned state is part old, part new (take it after Step)",
+      ctx_->rank, what));
+}
+
 absl::Status Engine::OptimizerMayChange() const {
   if (!updated_early_) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrFormat(

@@ -166,6 +166,9 @@ class Engine {
   // on its worker) units of this step during backward, until Step: the
   // optimizer's settings (lr) must not change then.
   absl::Status OptimizerMayChange() const;
+  // FailedPrecondition in the same window, naming `what` (a checkpoint):
+  // owned_state() is being stepped then, and would be read torn.
+  absl::Status OwnedStateSettled(std::string_view what) const;
 
   // With clipping and no fp16 the last norm is still in device memory:
   // stats() then waits for stream() to read it (Step never does).
@@ -210,6 +213,7 @@ class Engine {
   // unit: rebuilds all that derives from it (whole or gathered parameters,
   // stage 0's whole state, model-dtype copies), sets the step count and the
   // loss scale, and drops gradients in flight.
+  // A rank whose check refuses fails every rank alike (agreed first).
   absl::Status Restore(const ResumePoint& point);
   // Restore in steps, for a caller that overwrites owned_state() unit by
   // unit and wants each unit's gathers to run while it writes the next

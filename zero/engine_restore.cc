@@ -6,6 +6,7 @@
 #include "zero/internal/gradient_reducer.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/parameter_gatherer.h"
+#include "zero/internal/rank_agreement.h"
 #include "zero/internal/rank_context.h"
 #include "zero/precision.h"
 
@@ -36,6 +37,17 @@ Engine::ResumePoint Engine::resume_point() const {
 }
 
 absl::Status Engine::Restore(const ResumePoint& point) {
+  // checkpoint::Load agrees on the check itself; this one-call form must
+  // too: a rank that refused alone left its peers in RestoreUnit's gathers
+  // until the timeout. Refused alike on every rank, the group stays usable.
+  const absl::Status check = CheckResumePoint(point);
+  const uint64_t outcome = check.ok() ? 0 : 1 + static_cast<uint64_t>(check.code());
+  if (absl::Status agreed = CheckAgreement(*ctx_, outcome, "whether the restore can begin");
+      !agreed.ok()) {
+    (void)Fail(agreed);
+    return check.ok() ? agreed : check;  // a rank that refused says why
+  }
+  RETURN_IF_ERROR(check);
   RETURN_IF_ERROR(BeginRestore(point));
   for (int u = 0; u < ctx_->unit_count(); ++u) RETURN_IF_ERROR(RestoreUnit(u));
   return EndRestore();

@@ -93,8 +93,10 @@ absl::Status Engine::RunOptimizerOn(std::span<float> master, size_t first_elemen
 }
 
 float Engine::MeanGradScale() const {
-  const int terms = ctx_->layout.world_size() * ctx_->config.gradient_accumulation_steps;
-  if (scaler_) return static_cast<float>(1.0 / (double(terms) * scaler_->scale()));
+  // In double: world x accumulation overflowed an int (a scale of 1/0).
+  const double terms =
+      double(ctx_->layout.world_size()) * double(ctx_->config.gradient_accumulation_steps);
+  if (scaler_) return static_cast<float>(1.0 / (terms * scaler_->scale()));
   return 1.0f / static_cast<float>(terms);
 }
 

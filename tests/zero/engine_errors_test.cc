@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -446,8 +447,12 @@ TEST_F(EngineErrors, ZeroGradAfterTheStepWasAppliedEarly) {
       EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
       EXPECT_THAT(std::string(s.message()), HasSubstr("call Step"));
     }
+    const absl::Status snapshot = engine->OwnedStateSettled("a checkpoint");
+    EXPECT_EQ(snapshot.code(), absl::StatusCode::kFailedPrecondition) << snapshot;
+    EXPECT_THAT(std::string(snapshot.message()), HasSubstr("a checkpoint between backward"));
     RETURN_IF_ERROR(engine->Step());
     EXPECT_EQ(engine->stats().steps, 1);
+    EXPECT_TRUE(engine->OwnedStateSettled("a checkpoint").ok());
     return engine->ZeroGrad();
   });
   for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
@@ -469,6 +474,23 @@ TEST_F(EngineErrors, RestoreToANegativeStepOrAForeignScale) {
     return absl::OkStatus();
   });
   for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
+}
+
+// The one-call Restore refused on one rank only: every rank fails at once
+// (the others went on into RestoreUnit's gathers and waited for the
+// timeout); nothing restored anywhere.
+TEST_F(EngineErrors, ARestoreRefusedOnOneRankFailsEveryRankAtOnce) {
+  const absl::Time start = absl::Now();
+  auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(comm, d, r));
+    const absl::Status restored = engine->Restore({.steps = r == 0 ? -1 : 5, .loss_scaler = {}});
+    EXPECT_EQ(engine->resume_point().steps, 0) << "rank " << r;
+    return restored;
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "a rank waited for the timeout";
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kInvalidArgument) << status[0];
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kFailedPrecondition) << status[1];
+  EXPECT_THAT(std::string(status[1].message()), HasSubstr("whether the restore can begin"));
 }
 
 }  // namespace

@@ -113,9 +113,16 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   if (pending_) RETURN_IF_ERROR(Wait().status());
   RETURN_IF_ERROR(CheckParticipant(rank_));
   if (options_.chunk_elements == 0) return absl::InvalidArgumentError("chunk_elements is 0");
+  if (options_.write_bytes == 0 || options_.write_bytes > kMaxWriteBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "write_bytes %d must be from 1 to %d", options_.write_bytes, kMaxWriteBytes));
+  }
   const Layout& layout = rank_.engine.layout();
   const int rank = rank_.comm.rank(), world = rank_.comm.world_size();
   Agreement agree = AgreementFor(rank_);
+  // Between backward and Step (offload_overlap) the snapshot would be torn
+  // yet pass every CRC: refused on every rank.
+  RETURN_IF_ERROR(agree.AllOk(rank_.engine.OwnedStateSettled("a checkpoint")));
   point_ = rank_.engine.resume_point();
   ASSIGN_OR_RETURN(name_, AgreeOnFolder(agree, root, point_.steps));
   root_ = root;

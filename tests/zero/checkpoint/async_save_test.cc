@@ -4,9 +4,11 @@
 // previous save; a saver destroyed before Wait publishes nothing; errors
 // reach every rank.
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
@@ -123,6 +125,74 @@ TEST(AsyncSaver, UnwritableRootFailsOnEveryRank) {
   for (const absl::Status& s : statuses) {
     EXPECT_FALSE(s.ok());
     EXPECT_THAT(s.message(), HasSubstr(file));
+  }
+}
+
+// A rank that cannot take part in a save's agreement (its device pool is
+// full: no buffer for the collective) aborts the group, so its peer fails
+// at once instead of waiting out the 20 s timeout in the collective (or,
+// on NCCL, pairing it with the rank's next one).
+TEST(AsyncSaver, ARankThatCannotTakePartFailsItsPeerAtOnce) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  checkpoint::Participant full = (*cluster)->participant(1);
+  DevicePool& pool = full.devices.pool(full.engine.stream()->device());
+  std::vector<std::pair<void*, size_t>> held;
+  for (size_t bytes : {size_t{1} << 20, size_t{512}}) {
+    for (absl::StatusOr<void*> p = pool.Allocate(bytes); p.ok(); p = pool.Allocate(bytes)) {
+      held.emplace_back(*p, bytes);
+    }
+  }
+  const absl::Time start = absl::Now();
+  const std::vector<absl::Status> statuses = (*cluster)->Save(FreshDir("full_pool"));
+  const absl::Duration took = absl::Now() - start;
+  for (const absl::Status& s : statuses) EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(statuses[1])) << statuses[1];
+  EXPECT_LT(took, absl::Seconds(10)) << "the peer waited for the collective's timeout";
+  for (const auto& [p, bytes] : held) ASSERT_TRUE(pool.Deallocate(p, bytes).ok());
+}
+
+// With offload_overlap the owned state is stepped on a worker from the
+// last micro-batch's backward until Step: a snapshot then would mix old
+// and new units yet pass every CRC. Refused on every rank, and the save
+// after Step goes through.
+TEST(AsyncSaver, AStartBetweenBackwardAndStepIsRefused) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(2, 2);
+  run.config.offload = Offload::kOptimizer;
+  run.config.offload_overlap = true;
+  auto cluster = Cluster::Create(*model, run, AdamW());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string root = FreshDir("mid_step");
+  auto backward = [&](int r) -> absl::Status {
+    Engine& engine = (*cluster)->engine(r);
+    const std::vector<ParamSlot>& params = engine.layout().params();
+    for (int id = static_cast<int>(params.size()) - 1; id >= 0; --id) {
+      absl::Status added = engine.AddGrad(id, std::vector<float>(params[id].numel, 0.01f));
+      if (!added.ok()) return added;
+    }
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(AllOk((*cluster)->Run(backward)).ok());
+  for (const absl::Status& s : (*cluster)->Save(root)) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr("a checkpoint between backward and Step"));
+  }
+  ASSERT_TRUE(AllOk((*cluster)->Run([&](int r) { return (*cluster)->engine(r).Step(); })).ok());
+  EXPECT_TRUE(AllOk((*cluster)->Save(root)).ok());
+}
+
+// A write size past 1 GiB (SIZE_MAX rounded up to 0 bytes, then divided
+// by) is refused by name.
+TEST(AsyncSaver, AnAbsurdWriteSizeIsRefused) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  for (const absl::Status& s :
+       (*cluster)->Save(FreshDir("huge_writes"), {.write_bytes = ~size_t{0}})) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("write_bytes"));
   }
 }
 

@@ -76,6 +76,17 @@ TEST(Manifest, RejectsGapsAndOutOfFileChunks) {
   Manifest renamed = TwoParamManifest();
   renamed.files[0].name = "other.bin";
   EXPECT_FALSE(ParseManifest(SerializeManifest(renamed), "m").ok());
+  // Sizes that wrap 64 bits: 2^62 elements are 0 bytes mod 2^64, and an
+  // offset near 2^64 plus a few bytes is small; both "fit" unchecked.
+  Manifest wrapped = TwoParamManifest();
+  wrapped.params[1].numel = uint64_t{1} << 62;
+  wrapped.params[1].chunks = {{0, 0, uint64_t{1} << 62, 0, 32, 0}};
+  EXPECT_THAT(std::string(ParseManifest(SerializeManifest(wrapped), "m").status().message()),
+              HasSubstr("lies outside its file"));
+  Manifest far = TwoParamManifest();
+  far.params[1].chunks[0].offset = ~uint64_t{0} - 7;
+  EXPECT_THAT(std::string(ParseManifest(SerializeManifest(far), "m").status().message()),
+              HasSubstr("lies outside its file"));
 }
 
 TEST(Manifest, RejectsDamage) {

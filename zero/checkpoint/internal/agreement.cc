@@ -10,18 +10,25 @@
 
 namespace zero::checkpoint {
 
+absl::Status Agreement::AbortIfError(absl::Status status) {
+  if (!status.ok()) comm_.Abort(status);
+  return status;
+}
+
 absl::StatusOr<std::string> Agreement::AllGather(std::string_view record) {
   const size_t n = world_size();
   const size_t stride = AlignUp(record.size(), sizeof(float));
   if (n == 1) return std::string(record);
-  ASSIGN_OR_RETURN(Buffer all, Buffer::Allocate(&pool_, n * stride, Tag::kCommunication, stream_));
-  char* slot = all.data<char>() + rank() * stride;
-  RETURN_IF_ERROR(stream_->Fill(slot, 0, stride));
-  RETURN_IF_ERROR(stream_->Copy(slot, record.data(), record.size()));
-  RETURN_IF_ERROR(comm_.AllGather(slot, all.data(), stride / sizeof(float), DType::kF32, stream_));
+  absl::StatusOr<Buffer> all = Buffer::Allocate(&pool_, n * stride, Tag::kCommunication, stream_);
+  RETURN_IF_ERROR(AbortIfError(all.status()));
+  char* slot = all->data<char>() + rank() * stride;
+  RETURN_IF_ERROR(AbortIfError(stream_->Fill(slot, 0, stride)));
+  RETURN_IF_ERROR(AbortIfError(stream_->Copy(slot, record.data(), record.size())));
+  RETURN_IF_ERROR(
+      comm_.AllGather(slot, all->data(), stride / sizeof(float), DType::kF32, stream_));
   std::string host(n * stride, '\0');
-  RETURN_IF_ERROR(stream_->Copy(host.data(), all.data(), host.size()));
-  RETURN_IF_ERROR(stream_->Synchronize());
+  RETURN_IF_ERROR(AbortIfError(stream_->Copy(host.data(), all->data(), host.size())));
+  RETURN_IF_ERROR(AbortIfError(stream_->Synchronize()));
   std::string out;
   out.reserve(n * record.size());
   for (size_t r = 0; r < n; ++r) out.append(host, r * stride, record.size());
@@ -39,12 +46,13 @@ absl::StatusOr<std::string> Agreement::FromRoot(std::string_view value) {
   const uint32_t length = static_cast<uint32_t>(value.size());
   std::memcpy(host.data(), &length, sizeof length);
   std::memcpy(host.data() + sizeof length, value.data(), value.size());
-  ASSIGN_OR_RETURN(Buffer buffer, Buffer::Allocate(&pool_, kBytes, Tag::kCommunication, stream_));
-  RETURN_IF_ERROR(stream_->Copy(buffer.data(), host.data(), kBytes));
-  RETURN_IF_ERROR(comm_.Broadcast(buffer.data(), buffer.data(), kBytes / sizeof(float), DType::kF32,
-                                  /*root=*/0, stream_));
-  RETURN_IF_ERROR(stream_->Copy(host.data(), buffer.data(), kBytes));
-  RETURN_IF_ERROR(stream_->Synchronize());
+  absl::StatusOr<Buffer> buffer = Buffer::Allocate(&pool_, kBytes, Tag::kCommunication, stream_);
+  RETURN_IF_ERROR(AbortIfError(buffer.status()));
+  RETURN_IF_ERROR(AbortIfError(stream_->Copy(buffer->data(), host.data(), kBytes)));
+  RETURN_IF_ERROR(comm_.Broadcast(buffer->data(), buffer->data(), kBytes / sizeof(float),
+                                  DType::kF32, /*root=*/0, stream_));
+  RETURN_IF_ERROR(AbortIfError(stream_->Copy(host.data(), buffer->data(), kBytes)));
+  RETURN_IF_ERROR(AbortIfError(stream_->Synchronize()));
   uint32_t got;
   std::memcpy(&got, host.data(), sizeof got);
   if (got > kMaxRootBytes) return absl::InternalError("a broadcast value arrived garbled");

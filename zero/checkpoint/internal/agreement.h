@@ -3,8 +3,12 @@
 // error (naming the rank and the file) instead of some hanging or carrying
 // on. They go through a device buffer from the rank's pool, as the
 // collectives of a real backend (NCCL) require, in fp32 lanes (all-gather
-// and broadcast move bytes, they never add). Errors here are never passed to
-// Communicator::Abort: a failed load must leave the engine able to train on.
+// and broadcast move bytes, they never add). Outcomes agreed on (a corrupt
+// file, a full disk) never abort the communicator: a failed load must leave
+// the engine able to train on. A rank that cannot take part in one of these
+// collectives itself (its buffer cannot be allocated, its stream fails)
+// aborts it: its peers would otherwise wait in the collective until the
+// timeout, or pair it with this rank's next one.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +53,9 @@ class Agreement {
   static absl::Status FirstError(std::string_view records, size_t stride, int world);
 
  private:
+  // `status`, after aborting the communicator when it is an error.
+  absl::Status AbortIfError(absl::Status status);
+
   Communicator& comm_;
   MemoryResource& pool_;
   Stream* const stream_;

@@ -250,9 +250,13 @@ absl::Status CheckChunks(const Manifest& m, const ParamRecord& p) {
       return bad(absl::StrFormat("chunk %s [%d, %d) is empty or past the end", BufferName(c.buffer),
                                  c.begin, c.end));
     }
-    const uint64_t bytes = (c.end - c.begin) * sizeof(float);
+    // Overflow-safe: the sizes come from the file (a crafted chunk of 2^62
+    // elements wrapped to 0 bytes and "fit", then sized a 16 EiB read).
+    const uint64_t elements = c.end - c.begin;
+    const uint64_t bytes = elements * sizeof(float);
     if (c.file < 0 || c.file >= static_cast<int>(m.files.size()) || c.offset < kDataHeaderBytes ||
-        c.offset + bytes > m.files[c.file].bytes) {
+        elements > m.files[c.file].bytes / sizeof(float) || c.offset > m.files[c.file].bytes ||
+        bytes > m.files[c.file].bytes - c.offset) {
       return bad(absl::StrFormat("chunk %s [%d, %d) lies outside its file", BufferName(c.buffer),
                                  c.begin, c.end));
     }

@@ -40,7 +40,9 @@ absl::Status ForEachPiece(const DataFilePlan& plan, uint64_t begin, uint64_t end
 }  // namespace
 
 SnapshotWriter::SnapshotWriter(size_t segment_bytes, size_t snapshot_bytes)
-    : segment_bytes_(RoundUpToAlignment(std::max<size_t>(segment_bytes, 1))),
+    // Clamped (Start refuses what is outside): rounding SIZE_MAX up wrapped
+    // to a segment of 0 bytes, then a division by it.
+    : segment_bytes_(RoundUpToAlignment(std::clamp<size_t>(segment_bytes, 1, kMaxWriteBytes))),
       max_buffers_(std::max<size_t>(2, snapshot_bytes / segment_bytes_)),
       result_(absl::FailedPreconditionError("no save was started")) {}
 

@@ -37,6 +37,9 @@ struct WrittenFile {
   std::vector<uint32_t> chunk_crcs;  // in plan order
 };
 
+// The largest segment (SaveOptions::write_bytes) a writer takes.
+inline constexpr size_t kMaxWriteBytes = size_t{1} << 30;
+
 class SnapshotWriter {
  public:
   // Segments of `segment_bytes` (rounded up to 4 KiB); as many buffers as
