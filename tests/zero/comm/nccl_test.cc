@@ -43,6 +43,26 @@ TEST(NcclTest, UnavailableWithoutACard) {
   EXPECT_TRUE(absl::IsUnavailable(NcclGroup::CreateMultiNode(0, 2, r, {0}).status()));
 }
 
+// What WrapNativeStream(d, nullptr) gives on a card: CUDA's legacy default
+// stream (PyTorch's default), a card stream with a null handle.
+class LegacyDefaultStream final : public Stream {
+ public:
+  int device() const override { return 0; }
+  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
+  absl::Status Copy(void*, const void*, size_t) override { return Unused(); }
+  absl::Status Fill(void*, unsigned char, size_t) override { return Unused(); }
+  absl::StatusOr<std::shared_ptr<Event>> Record() override { return Unused(); }
+  absl::Status Wait(const std::shared_ptr<Event>&) override { return Unused(); }
+  absl::Status Synchronize() override {
+    return cudaDeviceSynchronize() == cudaSuccess ? absl::OkStatus()
+                                                  : absl::InternalError("cudaDeviceSynchronize");
+  }
+  bool is_card() const override { return true; }
+
+ private:
+  static absl::Status Unused() { return absl::UnimplementedError("not used here"); }
+};
+
 // One rank on card 0: each verb is a copy (avg divides by 1).
 TEST(NcclTest, OneRankRunsEveryVerbOnACard) {
   if (!HaveCard() || !nccl::GetNcclApi().ok()) GTEST_SKIP() << "needs a card and libnccl";
@@ -65,6 +85,9 @@ TEST(NcclTest, OneRankRunsEveryVerbOnACard) {
     ASSERT_EQ(cudaMemcpy(back.data(), recv, kCount * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(back, host);
     EXPECT_EQ(comm.stats().Total().calls, 5u);
+    LegacyDefaultStream legacy;  // taken, not refused (the refusal failed the group)
+    EXPECT_TRUE(comm.Barrier(&legacy).ok());
+    EXPECT_TRUE(comm.AsyncError().ok());
     HostStream host_stream(0);  // not a CUDA stream: this rank's arguments are bad
     EXPECT_TRUE(absl::IsInvalidArgument(comm.Barrier(&host_stream)));
     EXPECT_FALSE(comm.Barrier(nullptr).ok());  // and the group is failed
