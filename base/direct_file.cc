@@ -84,6 +84,8 @@ absl::StatusOr<DirectFile> DirectFile::Open(const std::string& path, FileMode mo
     if (direct < 0 && errno != EINVAL) {
       const int err = errno;
       close(buffered);
+      // The buffered open made it: a fresh file left behind would be a stale one.
+      if (mode == FileMode::kCreateNew) (void)unlink(path.c_str());
       return absl::ErrnoToStatus(err, absl::StrFormat("cannot open '%s' with O_DIRECT", path));
     }
   }

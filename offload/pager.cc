@@ -128,7 +128,9 @@ absl::StatusOr<TensorHandle> Pager::Register(size_t bytes, Tag tag, std::string 
         "pager: tensor '%s' (%s) is larger than the whole device budget (%s)", name,
         FormatBytes(bytes), FormatBytes(budget_)));
   }
-  if (nvme_ != nullptr && 2 * NvmeStore::Padded(bytes) > host_budget_) {
+  // Padded wraps past kMaxSlotBytes; halving the budget cannot.
+  if (nvme_ != nullptr &&
+      (bytes > NvmeStore::kMaxSlotBytes || NvmeStore::Padded(bytes) > host_budget_ / 2)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "pager: tensor '%s' (%s) is larger than half the host staging budget (%s)", name,
         FormatBytes(bytes), FormatBytes(host_budget_)));

@@ -63,6 +63,10 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
         "state file: chunks of %d elements x %d planes do not fit in memory",
         options.chunk_elements, planes));
   }
+  // No chunk longer than the longest range: the staging (kBuffers chunks)
+  // of a small model's state is then small too, not 5 x planes x the default.
+  const size_t longest = ranges.empty() ? 0 : *std::max_element(ranges.begin(), ranges.end());
+  if (longest > 0) options.chunk_elements = std::min(options.chunk_elements, longest);
   // One file per state file: ranks and engines of one process never share one.
   static std::atomic<int> instances{0};
   const std::string name = absl::StrFormat("zero-optimizer-%d-%d.swap", getpid(), instances++);

@@ -41,7 +41,7 @@ namespace zero {
 
 struct StateFileOptions {
   std::string folder;                      // where the file goes (created, removed at the end)
-  size_t chunk_elements = size_t{1} << 22;  // per plane per chunk
+  size_t chunk_elements = size_t{1} << 22;  // per plane per chunk (at most the longest range)
   bool direct_io = true;
   bool has_bytes = true;  // false (meta devices): no file, no I/O, no calls back
   std::function<absl::Status(uint64_t offset, size_t bytes)> write_fault;  // test-only

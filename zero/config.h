@@ -50,7 +50,7 @@ struct EngineConfig {
   // With kNvme: the folder for each rank's state file (DeepSpeed's
   // nvme_path), and the elements per chunk of the streamed step
   // (StateFile::kStagingBuffers staging buffers of (1 + optimizer states) x
-  // 4 bytes x this: 5 x 24 MiB with Adam).
+  // 4 bytes x this: 5 x 24 MiB with Adam; less when no unit's piece is as long).
   std::string nvme_path;
   size_t nvme_chunk_elements = size_t{1} << 21;
   // With offload, step each unit on the CPU as soon as its gradients of

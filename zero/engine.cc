@@ -234,14 +234,24 @@ absl::Status Engine::SetParam(int id, std::span<const float> values) {
   return written.ok() ? synced : written;
 }
 
-// Enqueues SetParam's copies on the stream: the whole (or gathered) unit,
-// stage 0's whole master, and this rank's pieces.
+// Enqueues SetParam's copies on the stream: this rank's master pieces
+// first (on NVMe a pass over the file that can fail: then nothing else has
+// changed), then the whole (or gathered) unit, stage 0's whole master and
+// stage 3's model-dtype pieces.
 absl::Status Engine::WriteParam(int id, std::span<const float> values, const char* narrow) {
   const Layout& layout = ctx_->layout;
   const ParamSlot& p = layout.params()[id];
   const size_t esize = ctx_->esize;
   const int stage = ctx_->config.stage;
   Stream* stream = ctx_->stream;
+  auto owned = [&](const Piece& piece) {
+    return piece.rank == ctx_->rank && (stage == 3 || ctx_->master_apart) && stage != 0;
+  };
+  for (const Piece& piece : layout.PiecesOf(id)) {
+    if (!owned(piece) || !ctx_->master_apart) continue;
+    RETURN_IF_ERROR(WriteMaster(p.unit, piece.shard_offset - ctx_->unit(p.unit).shard_offset,
+                                values.data() + piece.param_offset, piece.count));
+  }
   if (char* whole = gatherer_->Whole(p.unit); whole != nullptr) {
     RETURN_IF_ERROR(stream->Copy(whole + (p.offset - ctx_->unit(p.unit).offset) * esize, narrow,
                                  values.size() * esize));
@@ -251,15 +261,9 @@ absl::Status Engine::WriteParam(int id, std::span<const float> values, const cha
                                  values.size_bytes()));
   }
   for (const Piece& piece : layout.PiecesOf(id)) {
-    if (piece.rank != ctx_->rank || (stage < 3 && !ctx_->master_apart) || stage == 0) continue;
-    if (ctx_->master_apart) {
-      RETURN_IF_ERROR(WriteMaster(p.unit, piece.shard_offset - ctx_->unit(p.unit).shard_offset,
-                                  values.data() + piece.param_offset, piece.count));
-    }
-    if (stage == 3) {
-      RETURN_IF_ERROR(stream->Copy(states_->params_at(piece.shard_offset),
-                                   narrow + piece.param_offset * esize, piece.count * esize));
-    }
+    if (!owned(piece) || stage != 3) continue;
+    RETURN_IF_ERROR(stream->Copy(states_->params_at(piece.shard_offset),
+                                 narrow + piece.param_offset * esize, piece.count * esize));
   }
   return absl::OkStatus();
 }

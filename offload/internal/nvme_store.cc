@@ -68,8 +68,19 @@ absl::StatusOr<NvmeStore::Slot*> NvmeStore::Find(uint64_t slot) {
 
 absl::StatusOr<uint64_t> NvmeStore::Allocate(size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("nvme store: a slot of zero bytes");
+  // Past the limit Padded wraps (to 0 at 2^64: a slot sharing the next one's offset).
+  if (bytes > kMaxSlotBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "nvme store %s: a slot of %d bytes is larger than a file can hold (%d)", path_, bytes,
+        kMaxSlotBytes));
+  }
   const uint64_t padded = Padded(bytes);
   MutexLock lock(mu_);
+  if (end_ >= kMaxSlotBytes * 2 - padded) {  // the end must fit in off_t
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "nvme store %s: a slot of %d bytes past the file's %d would end past 2^63 - 1", path_, bytes,
+        end_));
+  }
   uint64_t offset = end_;
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < padded) continue;

@@ -48,8 +48,10 @@ struct NvmeStoreStats {
 class NvmeStore {
  public:
   static constexpr size_t kAlignment = DirectFile::kAlignment;
-  // What a slot of `bytes` occupies, and what a buffer given to Read/Write
-  // must span (and be aligned to kAlignment).
+  // The largest slot: a file offset (off_t) must hold its end.
+  static constexpr size_t kMaxSlotBytes = size_t{1} << 62;
+  // What a slot of `bytes` (at most kMaxSlotBytes) occupies, and what a
+  // buffer given to Read/Write must span (and be aligned to kAlignment).
   static constexpr size_t Padded(size_t bytes) {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }

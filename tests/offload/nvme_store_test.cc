@@ -177,6 +177,40 @@ TEST_F(NvmeStoreTest, TheFaultHookFailsWritesLikeTheDisk) {
   EXPECT_FALSE((*store)->written(x));
 }
 
+// Padded(2^64 - 100) wraps to 0: that slot got offset 0 without growing
+// the file, and the next slot got offset 0 too (two tensors, one place).
+TEST_F(NvmeStoreTest, ASlotLargerThanAFileCanHoldIsRefused) {
+  const absl::StatusOr<uint64_t> huge = store_->Allocate(~size_t{0} - 100);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << huge.status();
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("larger than a file can hold"));
+  ASSERT_TRUE(store_->Allocate(NvmeStore::kMaxSlotBytes).ok());
+  EXPECT_EQ(store_->Allocate(NvmeStore::kMaxSlotBytes).status().code(),
+            absl::StatusCode::kResourceExhausted)
+      << "a second slot of 2^62 would end past 2^63";
+  EXPECT_EQ(*store_->Allocate(kA), NvmeStore::kMaxSlotBytes) << "the store still carves slots";
+}
+
+// The buffered open creates the file; a failing O_DIRECT reopen (here: no
+// descriptor left) must not leave it behind as a stale one.
+TEST(NvmeStoreCreateTest, AFailedCreateLeavesNoFileBehind) {
+  const std::string folder = TempFolder() + "/failed_create";
+  mkdir(folder.c_str(), 0755);
+  const int probe = open("/dev/null", O_RDONLY);
+  ASSERT_GE(probe, 0);
+  close(probe);
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit one_more = saved;
+  one_more.rlim_cur = probe + 1;  // room for the buffered descriptor only
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &one_more), 0);
+  auto store = NvmeStore::Create(folder, "x.swap");
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("O_DIRECT"));
+  struct stat st;
+  EXPECT_NE(stat((folder + "/x.swap").c_str(), &st), 0) << "a stale file was left behind";
+}
+
 TEST(NvmeStoreCreateTest, AFolderThatCannotHoldTheFileIsAClearError) {
   auto missing = NvmeStore::Create(TempFolder() + "/no/such/folder", "x.swap");
   EXPECT_FALSE(missing.ok());

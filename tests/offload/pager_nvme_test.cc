@@ -216,6 +216,20 @@ TEST_F(PagerNvmeTest, PrefetchReadsAheadFromTheFile) {
 
 // The disk fills mid-run: the write-back that makes room fails, the acquire
 // that needed it says why, and every tensor still holds its bytes.
+// With an unlimited device budget, a tensor of 2^64 - 100 bytes passed
+// the host check (its padded size wrapped to 0) and shared its file slot
+// with the next tensor.
+TEST_F(PagerNvmeTest, ATensorNoFileCanHoldIsRefused) {
+  MakePager(~size_t{0}, 8 * kUnit);
+  auto huge = pager_->Register(~size_t{0} - 100, Tag::kOther, "huge");
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << huge.status();
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("host staging budget"));
+  const TensorHandle a = Register("A");
+  ASSERT_TRUE(Write(a, 1).ok());
+  ASSERT_TRUE(pager_->PageOut(a, Residency::kNvme).ok());
+  EXPECT_EQ(Check(a, 1), "");
+}
+
 TEST_F(PagerNvmeTest, ADiskFullWriteBackIsAClearErrorThatLosesNothing) {
   bool full = false;
   options_.nvme_write_fault = [&full](uint64_t, size_t) {

@@ -109,6 +109,19 @@ TEST_F(StateFileTest, ChunksTooLargeToAddressAreRefused) {
   EXPECT_THAT(std::string(file.status().message()), HasSubstr("do not fit in memory"));
 }
 
+// Five buffers of planes x the default chunk (4M elements: 240 MiB) for a
+// state of 30 elements failed a small model's engine on its host pool.
+TEST_F(StateFileTest, StagingIsNoLargerThanTheLongestRangeNeeds) {
+  file_.reset();
+  auto file = StateFile::Create(kPlanes, {10, 20}, host_.get(), {.folder = Folder()});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->stats().staging_bytes,
+            StateFile::kStagingBuffers * NvmeStore::Padded(kPlanes * 20 * sizeof(float)));
+  file_ = std::move(*file);
+  ASSERT_TRUE(Fill(1, 0, 20, 3).ok());
+  EXPECT_TRUE(Matches(1, 0, 20, 2, [](size_t) { return 3; }));
+}
+
 TEST_F(StateFileTest, PlanesStartZeroedAndSurviveWritesBitForBit) {
   for (const auto& plane : ReadAll(2)) {
     for (float v : plane) ASSERT_EQ(v, 0.0f);

@@ -146,6 +146,35 @@ TEST(OffloadNvme, AFileChangedUnderneathIsAnErrorOnEveryRank) {
   EXPECT_FALSE(ranks[1].status.ok()) << "rank 1 must not wait for rank 0 forever";
 }
 
+// SetParam wrote the model's copy of the parameter before its master on
+// NVMe: a master write that failed (the file changed underneath) returned
+// an error with the parameter already changed, the master not.
+TEST(OffloadNvme, AFailedSetParamLeavesTheParameterAsItWas) {
+  std::unique_ptr<Model> model = WideModel();
+  TrainingRun run = NvmeRun(HostOffloadRun(2, Offload::kOptimizer, DType::kF32, false));
+  run.steps = 1;
+  run.before_training = [](int rank, Engine& engine) -> absl::Status {
+    if (rank != 0) return absl::CancelledError("only rank 0 sets the parameter");
+    const int fd = open(engine.nvme_file().c_str(), O_WRONLY);
+    if (fd < 0) return absl::InternalError("cannot open " + engine.nvme_file());
+    const char junk[16] = "not the state";
+    for (off_t at = 0; at < 1024 * 4096; at += 4096) (void)pwrite(fd, junk, sizeof junk, at);
+    close(fd);
+    absl::StatusOr<std::span<float>> param = engine.param(0);
+    if (!param.ok()) return param.status();
+    const std::vector<float> before(param->begin(), param->end());
+    const absl::Status set = engine.SetParam(0, std::vector<float>(before.size(), 42.0f));
+    EXPECT_EQ(set.code(), absl::StatusCode::kDataLoss) << set;
+    param = engine.param(0);
+    if (!param.ok()) return param.status();
+    EXPECT_EQ(std::vector<float>(param->begin(), param->end()), before)
+        << "a failed SetParam changed the parameter";
+    return absl::CancelledError("checked");
+  };
+  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+  EXPECT_THAT(std::string(ranks[0].status.message()), ::testing::HasSubstr("checked"));
+}
+
 // What a checkpoint load does: every rank writes its owned state through
 // StreamOwnedState, then Restore rebuilds the parameters from it. The file
 // and host memory give the same training afterwards, bit for bit.
