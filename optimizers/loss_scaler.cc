@@ -74,12 +74,16 @@ absl::Status LossScaler::CheckProgress(bool overflow) const {
 }
 
 absl::Status LossScaler::Restore(const State& state) {
-  if (!(state.scale >= config_.min_scale && std::isfinite(state.scale)) || state.good_steps < 0 ||
-      state.good_steps >= config_.growth_interval || state.hysteresis_left < 1 ||
-      state.hysteresis_left > config_.hysteresis) {
-    return absl::InvalidArgumentError("loss scaler state does not fit its config");
+  if (!(state.scale > 0 && std::isfinite(state.scale)) || state.good_steps < 0 ||
+      state.hysteresis_left < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no loss scaler has the state scale %g, good_steps %d, hysteresis_left %d (a scale must "
+        "be finite and positive, good_steps at least 0, hysteresis_left at least 1)",
+        state.scale, state.good_steps, state.hysteresis_left));
   }
-  state_ = state;
+  state_ = {.scale = std::max(state.scale, config_.min_scale),
+            .good_steps = std::min<int64_t>(state.good_steps, config_.growth_interval - 1),
+            .hysteresis_left = std::min(state.hysteresis_left, config_.hysteresis)};
   return absl::OkStatus();
 }
 

@@ -56,7 +56,11 @@ class LossScaler {
   // The StepArgs::grad_scale that undoes the scaling.
   float inverse_scale() const { return static_cast<float>(1.0 / state_.scale); }
   State state() const { return state_; }
-  // InvalidArgument when the state cannot come from this config.
+  // The state, brought within this config (the caller's hyper-parameters,
+  // which may have changed since it was saved): a scale below min_scale is
+  // raised to it, counters past growth_interval or hysteresis are cut to
+  // them. InvalidArgument, naming the field, when no scaler can have had it
+  // (a scale that is not finite and positive, a negative counter).
   absl::Status Restore(const State& state);
 
  private:

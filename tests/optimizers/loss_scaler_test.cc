@@ -3,8 +3,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "optimizers/cpu/isa.h"
 #include "optimizers/parallel.h"
@@ -197,12 +199,28 @@ TEST(LossScalerTest, StateRoundTrips) {
     EXPECT_EQ(a.Update(overflow), b.Update(overflow));
   }
   EXPECT_EQ(a.scale(), b.scale());
-  EXPECT_EQ(b.Restore({.scale = 0.5, .good_steps = 0, .hysteresis_left = 1}).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(b.Restore({.scale = 8, .good_steps = 10, .hysteresis_left = 1}).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(b.Restore({.scale = 8, .good_steps = 0, .hysteresis_left = 3}).code(),
-            absl::StatusCode::kInvalidArgument);
+  for (const LossScaler::State& impossible :
+       {LossScaler::State{.scale = 0, .good_steps = 0, .hysteresis_left = 1},
+        LossScaler::State{.scale = std::nan(""), .good_steps = 0, .hysteresis_left = 1},
+        LossScaler::State{.scale = 8, .good_steps = -1, .hysteresis_left = 1},
+        LossScaler::State{.scale = 8, .good_steps = 0, .hysteresis_left = 0}}) {
+    const absl::Status s = b.Restore(impossible);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("hysteresis_left"));
+  }
+}
+
+// A run resumed with other scaler hyper-parameters (the caller's config, as
+// checkpoint.h says) takes the saved state within the new limits: it was
+// refused as a whole, naming nothing.
+TEST(LossScalerTest, ARestoredStateIsBroughtWithinANewConfig) {
+  LossScaler b = Make({.growth_interval = 10, .hysteresis = 2, .min_scale = 1});
+  ASSERT_TRUE(b.Restore({.scale = 0.5, .good_steps = 25, .hysteresis_left = 3}).ok());
+  EXPECT_EQ(b.state().scale, 1.0);
+  EXPECT_EQ(b.state().good_steps, 9);
+  EXPECT_EQ(b.state().hysteresis_left, 2);
+  b.Update(false);
+  EXPECT_EQ(b.scale(), 2.0) << "the next good step completes the cut growth interval";
 }
 
 // Every position (vector body and tail), every dtype, every SIMD level.

@@ -157,8 +157,9 @@ struct LoadOptions {
   size_t read_bytes = size_t{16} << 20;
   int reads_in_flight = 4;
   // Off: one pass that checks and places each chunk, so the files are read
-  // once, but a missing or corrupted chunk fails the load with the engines
-  // partly overwritten (the error says so).
+  // once (staging at most 2 x reads_in_flight reads of the budget), but a
+  // missing or corrupted chunk fails the load with the engines partly
+  // overwritten (the error says so).
   bool verify_before_placing = true;
   LoadStats* stats = nullptr;  // filled when set and the load succeeds
 };

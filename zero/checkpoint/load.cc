@@ -4,6 +4,7 @@
 // succeeded, and only then pass 2 places them into the engine (first those
 // still in the staging, then the rest, read and checked again), each unit
 // rebuilt by Engine::RestoreUnit as soon as it is whole.
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -30,10 +31,31 @@ struct Source {
   std::optional<ChunkStream> stream;
 };
 
-absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, const std::string& path,
+// Rank 0 resolves `path` (its `latest`) and every rank loads the folder it
+// found: ranks that each read `latest` could load two checkpoints (another
+// job saving into the root meanwhile, or a client's stale cache) and every
+// check would pass. What crosses is the part after `path`: "" or "/step-N".
+absl::StatusOr<std::string> AgreeOnCheckpoint(Agreement& agree, const std::string& path) {
+  constexpr size_t kMaxSuffix = Agreement::kMaxRootBytes - Agreement::kStatusBytes;
+  std::string value;
+  if (agree.rank() == 0) {
+    absl::StatusOr<std::string> folder = ResolveCheckpoint(path);
+    if (folder.ok() && folder->size() - path.size() > kMaxSuffix) {
+      folder = absl::InvalidArgumentError(absl::StrCat("'", path, "/latest' names a folder of over ",
+                                                       kMaxSuffix, " characters"));
+    }
+    value = Agreement::EncodeStatus(folder.status()) +
+            (folder.ok() ? folder->substr(path.size()) : "");
+  }
+  ASSIGN_OR_RETURN(std::string shared, agree.FromRoot(value));
+  RETURN_IF_ERROR(Agreement::DecodeStatus(shared, 0));
+  return path + shared.substr(Agreement::kStatusBytes);
+}
+
+absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, std::string folder,
                                                    const LoadOptions& options) {
   auto source = std::make_unique<Source>();
-  ASSIGN_OR_RETURN(source->folder, ResolveCheckpoint(path));
+  source->folder = std::move(folder);
   const std::string manifest_path = absl::StrCat(source->folder, "/", kManifestName);
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(manifest_path));
   ASSIGN_OR_RETURN(source->manifest, ParseManifest(text, manifest_path));
@@ -43,6 +65,12 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, const s
   ASSIGN_OR_RETURN(source->plan, PlanLoad(source->manifest, layout, p.comm.rank(),
                                           options.staging_bytes, options.read_bytes,
                                           options.reads_in_flight));
+  // One pass keeps nothing for a second: the reads in flight and as many
+  // again being placed are all the staging it can use, and fresh pages cost
+  // (faulting in 256 MiB took longer than reading it on the test VM).
+  if (!options.verify_before_placing) {
+    source->plan.slots = std::min(source->plan.slots, 2 * source->plan.in_flight);
+  }
   ASSIGN_OR_RETURN(ChunkStream stream,
                    ChunkStream::Open(source->folder, source->manifest, source->plan, p.devices));
   source->stream.emplace(std::move(stream));
@@ -112,7 +140,9 @@ absl::Status Load(const Participant& p, const std::string& path, const LoadOptio
   };
   if (absl::Status s = CheckParticipant(p); !s.ok()) return context(s);
   Agreement agree = AgreementFor(p);
-  absl::StatusOr<std::unique_ptr<Source>> source = OpenSource(p, path, options);
+  absl::StatusOr<std::string> folder = AgreeOnCheckpoint(agree, path);
+  if (!folder.ok()) return context(folder.status());
+  absl::StatusOr<std::unique_ptr<Source>> source = OpenSource(p, *std::move(folder), options);
   if (!options.verify_before_placing) {
     // Still nothing placed unless every rank has its files open and checked.
     if (absl::Status s = agree.AllOk(source.status()); !s.ok()) return context(s);

@@ -2,16 +2,23 @@
 // budget loads bit for bit, into the same and into other world sizes, while
 // the staging stays within it; a budget too small for one chunk is an error
 // on every rank that changes nothing.
+#include <sys/mman.h>
+
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/comm/local_communicator.h"
+#include "zero/checkpoint/internal/agreement.h"
+#include "zero/checkpoint/internal/checkpoint_dir.h"
 #include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/file_io.h"
 #include "zero/checkpoint/internal/load_plan.h"
@@ -88,6 +95,27 @@ TEST_F(StreamingLoad, OnePassLoadsTheSame) {
   ASSERT_TRUE(status.ok()) << status;
   ExpectStatesIdentical(saved_, *(*cluster)->States(), "loaded in one pass");
   EXPECT_LE(stats[0].peak_staging_bytes, kBudget);
+}
+
+// One pass keeps nothing for a second pass: it stages the reads in flight
+// and as many being placed, however large the budget (it took all of it:
+// fresh pages that cost more to fault in than to read).
+TEST_F(StreamingLoad, OnePassStagesOnlyTwiceTheReadsInFlight) {
+  auto cluster = Cluster::Create(*model_, SmallRun(2, 2), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  absl::Status status;
+  constexpr size_t kRead = 16 << 10;
+  const std::vector<checkpoint::LoadStats> stats =
+      Load(**cluster,
+           {.staging_bytes = 64 << 20, .read_bytes = kRead, .reads_in_flight = 2,
+            .verify_before_placing = false},
+           &status);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectStatesIdentical(saved_, *(*cluster)->States(), "loaded in one pass");
+  for (const checkpoint::LoadStats& s : stats) {
+    EXPECT_GT(s.peak_staging_bytes, 0u);
+    EXPECT_LE(s.peak_staging_bytes, 4 * (kRead + 4096)) << "4 reads of at most 16 KiB, aligned";
+  }
 }
 
 // A budget that holds a rank's whole share: pass 1's reads stay in the
@@ -250,6 +278,77 @@ TEST(PinnedBuffers, DistinctAlignedWritableBuffers) {
     EXPECT_EQ(b[i][0], std::byte(i + 1)) << i;
     EXPECT_EQ(b[i][b.bytes() - 1], std::byte(i + 1)) << i;
   }
+}
+
+// Arenas of 1 GiB held 85 buffers of 12 MiB + 4 KiB (the default chunk and
+// read size) and lost the rest of each; the pool's capacity had room for
+// one buffer more than asked, so a 4 GiB staging (341 buffers) failed.
+TEST(PinnedBuffers, StagingPastOneGibFitsItsCapacity) {
+  std::unique_ptr<DeviceSystem> devices =
+      DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, size_t{64} << 20}).value();
+  const size_t each = (size_t{12} << 20) + 4096;
+  absl::StatusOr<std::unique_ptr<checkpoint::PinnedBuffers>> buffers =
+      checkpoint::PinnedBuffers::Create(*devices, 341, each);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  EXPECT_EQ((*buffers)->count(), 341u);
+  std::memset((**buffers)[340], 1, each);  // the last one is whole
+}
+
+// Each rank read `latest` itself: repointed between two ranks' reads (a
+// job saving into the same root, a client's stale cache), the ranks loaded
+// two checkpoints, every check passed and the engines held a mixture. Now
+// rank 0 resolves it for all.
+TEST(LoadAgreement, EveryRankLoadsTheCheckpointRankZeroResolved) {
+  const std::unique_ptr<Model> model = *MakeMlp(16, 32, 16, 2);
+  const std::string dir = FreshDir("latest_race");
+  auto saver = Cluster::Create(*model, SmallRun(2, 2), AdamW());
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  ASSERT_TRUE((*saver)->Train(0, 1).ok());
+  ASSERT_TRUE(AllOk((*saver)->Save(dir)).ok());  // step-1
+  ASSERT_TRUE((*saver)->Train(1, 2).ok());
+  ASSERT_TRUE(AllOk((*saver)->Save(dir)).ok());  // step-2
+  ASSERT_TRUE(checkpoint::PointLatestAt(dir, "step-1").ok());
+  auto loader = Cluster::Create(*model, SmallRun(2, 2), AdamW());
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const absl::Status loaded = AllOk((*loader)->Run([&](int rank) {
+    if (rank == 1) {  // rank 0 has read `latest` by now and waits for rank 1
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (absl::Status s = checkpoint::PointLatestAt(dir, "step-2"); !s.ok()) return s;
+    }
+    return checkpoint::Load((*loader)->participant(rank), dir);
+  }));
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  EXPECT_EQ((*loader)->engine(0).resume_point().steps, 1);
+  EXPECT_EQ((*loader)->engine(1).resume_point().steps, 1) << "rank 1 loaded another checkpoint";
+}
+
+// A failed (stream-ordered) group returned from AllGather with the copy of
+// the caller's record still queued: the caller freed the record (AllOk's
+// is a temporary) while the stream read it. The record here lives in a page
+// unmapped right after the call, so a late copy faults.
+TEST(LoadAgreementDeathTest, AFailedGatherLeavesNoCopyOfTheCallersRecordBehind) {
+  EXPECT_EXIT(
+      {
+        HostStreamOptions slow;
+        slow.min_delay = absl::Milliseconds(50);
+        slow.max_delay = absl::Milliseconds(50);
+        auto devices = DeviceSystem::CreateWithHostStreams(
+                           {DeviceSpec::Kind::kHost, 1, size_t{64} << 20}, slow)
+                           .value();
+        auto comms = LocalGroup::Create(2, {.stream_ordered = true}).value();
+        comms[0]->Abort(absl::InternalError("a peer failed"));
+        Stream* stream = devices->default_stream(0);
+        checkpoint::Agreement agree(*comms[0], devices->pool(0), stream);
+        void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+        std::memset(page, 'x', 4096);
+        const bool failed = !agree.AllGather(std::string_view(static_cast<char*>(page), 512)).ok();
+        munmap(page, 4096);
+        (void)stream->Synchronize();
+        std::fprintf(stderr, failed ? "failed cleanly\n" : "did not fail\n");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "failed cleanly");
 }
 
 }  // namespace

@@ -15,6 +15,13 @@ absl::Status Agreement::AbortIfError(absl::Status status) {
   return status;
 }
 
+absl::Status Agreement::SettleIfError(absl::Status status) {
+  // Copies queued before the failure still read the caller's record and
+  // write `host`: both are gone once the error returns.
+  if (!status.ok()) (void)stream_->Synchronize();
+  return status;
+}
+
 absl::StatusOr<std::string> Agreement::AllGather(std::string_view record) {
   const size_t n = world_size();
   const size_t stride = AlignUp(record.size(), sizeof(float));
@@ -23,11 +30,11 @@ absl::StatusOr<std::string> Agreement::AllGather(std::string_view record) {
   RETURN_IF_ERROR(AbortIfError(all.status()));
   char* slot = all->data<char>() + rank() * stride;
   RETURN_IF_ERROR(AbortIfError(stream_->Fill(slot, 0, stride)));
-  RETURN_IF_ERROR(AbortIfError(stream_->Copy(slot, record.data(), record.size())));
-  RETURN_IF_ERROR(
-      comm_.AllGather(slot, all->data(), stride / sizeof(float), DType::kF32, stream_));
   std::string host(n * stride, '\0');
-  RETURN_IF_ERROR(AbortIfError(stream_->Copy(host.data(), all->data(), host.size())));
+  RETURN_IF_ERROR(SettleIfError(AbortIfError(stream_->Copy(slot, record.data(), record.size()))));
+  RETURN_IF_ERROR(SettleIfError(
+      comm_.AllGather(slot, all->data(), stride / sizeof(float), DType::kF32, stream_)));
+  RETURN_IF_ERROR(SettleIfError(AbortIfError(stream_->Copy(host.data(), all->data(), host.size()))));
   RETURN_IF_ERROR(AbortIfError(stream_->Synchronize()));
   std::string out;
   out.reserve(n * record.size());
@@ -48,10 +55,11 @@ absl::StatusOr<std::string> Agreement::FromRoot(std::string_view value) {
   std::memcpy(host.data() + sizeof length, value.data(), value.size());
   absl::StatusOr<Buffer> buffer = Buffer::Allocate(&pool_, kBytes, Tag::kCommunication, stream_);
   RETURN_IF_ERROR(AbortIfError(buffer.status()));
-  RETURN_IF_ERROR(AbortIfError(stream_->Copy(buffer->data(), host.data(), kBytes)));
-  RETURN_IF_ERROR(comm_.Broadcast(buffer->data(), buffer->data(), kBytes / sizeof(float),
-                                  DType::kF32, /*root=*/0, stream_));
-  RETURN_IF_ERROR(AbortIfError(stream_->Copy(host.data(), buffer->data(), kBytes)));
+  RETURN_IF_ERROR(SettleIfError(AbortIfError(stream_->Copy(buffer->data(), host.data(), kBytes))));
+  RETURN_IF_ERROR(SettleIfError(comm_.Broadcast(buffer->data(), buffer->data(),
+                                                kBytes / sizeof(float), DType::kF32, /*root=*/0,
+                                                stream_)));
+  RETURN_IF_ERROR(SettleIfError(AbortIfError(stream_->Copy(host.data(), buffer->data(), kBytes))));
   RETURN_IF_ERROR(AbortIfError(stream_->Synchronize()));
   uint32_t got;
   std::memcpy(&got, host.data(), sizeof got);

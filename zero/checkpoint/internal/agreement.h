@@ -55,6 +55,8 @@ class Agreement {
  private:
   // `status`, after aborting the communicator when it is an error.
   absl::Status AbortIfError(absl::Status status);
+  // `status`, after waiting for the stream when it is an error.
+  absl::Status SettleIfError(absl::Status status);
 
   Communicator& comm_;
   MemoryResource& pool_;

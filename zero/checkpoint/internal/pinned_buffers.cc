@@ -13,12 +13,15 @@ absl::StatusOr<std::unique_ptr<PinnedBuffers>> PinnedBuffers::Create(DeviceSyste
                                                                      size_t count,
                                                                      size_t bytes) {
   const size_t each = RoundUpToAlignment(bytes == 0 ? 1 : bytes);
-  // One arena when it fits in 1 GiB: pinning is per arena, and a few large
-  // calls cost less than many.
+  // Arenas of up to 1 GiB (pinning is per arena, and a few large calls cost
+  // less than many), each a whole number of buffers: a remainder per arena
+  // added up past a buffer, and the last buffer found no room (4 GiB of
+  // 12 MiB + 4 KiB buffers).
+  const size_t per_arena = std::clamp<size_t>((size_t{1} << 30) / each, 1, std::max<size_t>(count, 1));
   PinnedHostPoolOptions options;
-  options.arena_bytes = std::max(each, std::min(count * each, size_t{1} << 30));
+  options.arena_bytes = per_arena * each;
   ASSIGN_OR_RETURN(std::unique_ptr<PinnedHostPool> pool,
-                   PinnedHostPool::Create(&devices, count * each + each, options));
+                   PinnedHostPool::Create(&devices, std::max<size_t>(count, 1) * each, options));
   std::unique_ptr<PinnedBuffers> out(new PinnedBuffers(std::move(pool), each));
   for (size_t i = 0; i < count; ++i) {
     ASSIGN_OR_RETURN(void* p, out->pool_->Allocate(each, Tag::kOther, nullptr,
