@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -93,7 +94,8 @@ absl::StatusOr<uint64_t> NvmeStore::Allocate(size_t bytes) {
   if (offset == end_) end_ += padded;
   slots_[offset].bytes = bytes;
   stats_.slot_bytes += padded;
-  stats_.file_bytes = end_;
+  disk_end_ = std::max(disk_end_, end_);
+  stats_.file_bytes = disk_end_;
   return offset;
 }
 
@@ -121,7 +123,11 @@ absl::Status NvmeStore::Free(uint64_t slot) {
   } else {
     free_[offset] = length;
   }
-  stats_.file_bytes = end_;
+  // The disk gives the tail back too, else a store that once held a large
+  // model keeps its bytes for life. Best effort: a refused truncate leaves
+  // the books saying what the disk still holds, and the next free retries.
+  if (!file_.has_value() || file_->Truncate(end_).ok()) disk_end_ = end_;
+  stats_.file_bytes = disk_end_;
   return absl::OkStatus();
 }
 

@@ -39,7 +39,7 @@ struct NvmeStoreOptions {
 };
 
 struct NvmeStoreStats {
-  uint64_t file_bytes = 0;       // the file's extent (highest slot end)
+  uint64_t file_bytes = 0;       // the file's extent (highest slot end; a free tail is truncated)
   uint64_t slot_bytes = 0;       // padded bytes of live slots
   uint64_t reads = 0, writes = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  // payload, not padding
@@ -103,7 +103,8 @@ class NvmeStore {
   mutable Mutex mu_;
   std::map<uint64_t, Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, uint64_t> free_ ABSL_GUARDED_BY(mu_);  // offset -> padded length
-  uint64_t end_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t end_ ABSL_GUARDED_BY(mu_) = 0;        // highest live or free-listed slot end
+  uint64_t disk_end_ ABSL_GUARDED_BY(mu_) = 0;   // what the file may span on disk
   NvmeStoreStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -87,6 +87,28 @@ TEST_F(NvmeStoreTest, BytesSurviveARoundTrip) {
   EXPECT_EQ(s.bytes_read, bytes);
 }
 
+// The disk gives a freed tail back: a store that once held a large model
+// must not keep its bytes until the run ends.
+TEST_F(NvmeStoreTest, AFreedTailIsGivenBackToTheDisk) {
+  const uint64_t head = *store_->Allocate(kA);
+  const uint64_t tail = *store_->Allocate(4 * kA);
+  AlignedBuffer a = Pattern(kA, 1), b = Pattern(4 * kA, 2);
+  ASSERT_TRUE(store_->Write(head, a.get()).ok());
+  ASSERT_TRUE(store_->Write(tail, b.get()).ok());
+  auto on_disk = [&] {
+    struct stat st;
+    EXPECT_EQ(stat(store_->path().c_str(), &st), 0);
+    return static_cast<uint64_t>(st.st_size);
+  };
+  ASSERT_EQ(on_disk(), 5 * kA);
+  ASSERT_TRUE(store_->Free(tail).ok());
+  EXPECT_EQ(on_disk(), kA) << "the freed tail still takes disk space";
+  EXPECT_EQ(store_->stats().file_bytes, kA);
+  AlignedBuffer back = Pattern(kA, 9);
+  ASSERT_TRUE(store_->Read(head, back.get()).ok()) << "the head survives the truncate";
+  EXPECT_EQ(std::memcmp(back.get(), a.get(), kA), 0);
+}
+
 TEST_F(NvmeStoreTest, ReadingANeverWrittenSlotIsAnError) {
   const uint64_t x = *store_->Allocate(kA);
   AlignedBuffer out = *AllocateAlignedBuffer(kA);

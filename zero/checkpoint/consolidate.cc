@@ -14,10 +14,25 @@
 namespace zero::checkpoint {
 namespace {
 
+// safetensors keeps its own entry under this name; a parameter so named
+// would be a second key of one JSON object, which readers take either way.
+constexpr char kMetadataKey[] = "__metadata__";
+
+absl::Status CheckNames(const Manifest& m, const std::string& checkpoint) {
+  for (const ParamRecord& p : m.params) {
+    if (p.name == kMetadataKey) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", checkpoint, "' has a parameter named '", kMetadataKey,
+          "', the key safetensors reserves for its metadata: rename it to consolidate"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string SafetensorsHeader(const Manifest& m) {
   std::string header = absl::StrFormat(
-      "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"zero-checkpoint\",\"steps\":\"%d\"}",
-      m.steps);
+      "{\"%s\":{\"format\":\"pt\",\"source\":\"zero-checkpoint\",\"steps\":\"%d\"}",
+      kMetadataKey, m.steps);
   uint64_t offset = 0;
   for (const ParamRecord& p : m.params) {
     const uint64_t bytes = p.numel * sizeof(float);
@@ -50,6 +65,7 @@ absl::StatusOr<ConsolidateSummary> ConsolidateToSafetensors(const std::string& c
   const std::string manifest_path = absl::StrCat(summary.checkpoint, "/", kManifestName);
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(manifest_path));
   ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text, manifest_path));
+  RETURN_IF_ERROR(CheckNames(manifest, summary.checkpoint));
   const std::string header = SafetensorsHeader(manifest);
   const uint64_t length = header.size();
   ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::Open(output));

@@ -139,6 +139,18 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   return absl::OkStatus();
 }
 
+absl::Status AsyncSaver::Reserve() {
+  if (pending_) return absl::FailedPreconditionError("a save is pending: Wait first");
+  RETURN_IF_ERROR(CheckParticipant(rank_));
+  if (options_.chunk_elements == 0) return absl::InvalidArgumentError("chunk_elements is 0");
+  const DataFilePlan plan = PlanDataFile(rank_.engine.layout(), rank_.comm.rank(),
+                                         BufferCount(rank_), options_.chunk_elements,
+                                         kDataHeaderBytes);
+  return writer_->Reserve(rank_.devices, plan.bytes);
+}
+
+size_t AsyncSaver::snapshot_buffer_bytes() const { return writer_->buffer_bytes(); }
+
 absl::StatusOr<std::string> AsyncSaver::Wait() {
   if (!pending_) return absl::FailedPreconditionError("no save in flight");
   pending_ = false;

@@ -78,6 +78,34 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Budget{size_t{8} << 20, size_t{256} << 20},  // all fits: Start never waits
                       Budget{4096, 2 * 4096}));  // 50 KiB per rank through two 4 KiB buffers
 
+// Reserve takes at setup the buffers the first Start would take while
+// training waits: as many as the rank's state needs, bounded by
+// snapshot_bytes, and Start then takes no more.
+TEST(AsyncSaver, ReserveTakesTheSnapshotBuffersBeforeTheFirstStart) {
+  const std::unique_ptr<Model> model = *MakeMlp(64, 128, 64, 4);  // 17k parameters
+  auto cluster = Cluster::Create(*model, SmallRun(2, 2), AdamW());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  const std::string root = FreshDir("reserve");
+  // ~100 KiB of state per rank: 25 buffers of 4 KiB, but only 8 allowed.
+  Savers bounded = MakeSavers(**cluster, {.snapshot_bytes = 8 * 4096, .write_bytes = 4096});
+  Savers roomy = MakeSavers(**cluster, {.write_bytes = 4096});
+  for (Savers* savers : {&bounded, &roomy}) {
+    EXPECT_EQ((*savers)[0]->snapshot_buffer_bytes(), 0u);
+    ASSERT_TRUE(AllOk((*cluster)->Run([&](int r) { return (*savers)[r]->Reserve(); })).ok());
+  }
+  EXPECT_EQ(bounded[0]->snapshot_buffer_bytes(), 8u * 4096);
+  const size_t reserved = roomy[0]->snapshot_buffer_bytes();
+  EXPECT_GT(reserved, 16u * 4096) << "the whole state, more than the bounded saver";
+  EXPECT_LT(reserved, 64u * 4096);
+  ASSERT_TRUE(StartAll(**cluster, roomy, root).ok());
+  EXPECT_EQ(roomy[0]->Reserve().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(WaitAll(**cluster, roomy).ok());
+  EXPECT_EQ(roomy[0]->snapshot_buffer_bytes(), reserved) << "Start took more than Reserve";
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root), "loaded");
+}
+
 TEST(AsyncSaver, NextStartWaitsForThePreviousSave) {
   const std::unique_ptr<Model> model = SmallTransformer();
   auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());

@@ -15,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/internal/data_file.h"
+#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::testing_model {
 namespace {
@@ -87,6 +89,29 @@ TEST_P(Consolidate, OutputParsesAndEqualsTheParameters) {
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, Consolidate, ::testing::Values(1, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// safetensors reserves "__metadata__": a parameter of that name would be a
+// second entry under one key, so consolidation refuses it by name.
+TEST(ConsolidateNames, AParameterNamedLikeTheMetadataIsRefused) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(1, 1), AdamW());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string dir = FreshDir("consolidate-names");
+  ASSERT_TRUE(AllOk((*cluster)->Save(dir)).ok());
+  const std::string path = dir + "/step-0/" + checkpoint::kManifestName;
+  absl::StatusOr<checkpoint::Manifest> manifest =
+      checkpoint::ParseManifest(*checkpoint::ReadWholeFile(path), path);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  manifest->params[1].name = "__metadata__";
+  ASSERT_TRUE(checkpoint::WriteWholeFileAtomically(path, checkpoint::SerializeManifest(*manifest))
+                  .ok());
+  const std::string out = dir + "/model.safetensors";
+  absl::StatusOr<checkpoint::ConsolidateSummary> summary =
+      checkpoint::ConsolidateToSafetensors(dir, out);
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(summary.status().message(), HasSubstr("named '__metadata__'"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
 
 // The tool itself: exit 0 and a summary; bad input exits 2 with one line.
 class ConsolidateTool : public ::testing::Test {

@@ -6,22 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "zero/checkpoint/internal/data_file.h"
 #include "zero/checkpoint/internal/verified_reader.h"
 
 namespace zero::checkpoint {
 namespace {
-
-absl::StatusOr<std::unique_ptr<DirectFile>> OpenChecked(const std::string& folder,
-                                                        const Manifest& manifest, int index) {
-  const std::string path = absl::StrCat(folder, "/", manifest.files[index].name);
-  ASSIGN_OR_RETURN(DirectFile file, DirectFile::Open(path, FileMode::kRead));
-  ASSIGN_OR_RETURN(uint64_t size, file.Size());
-  std::string header(size >= kDataHeaderBytes ? kDataHeaderBytes : 0, '\0');
-  RETURN_IF_ERROR(file.ReadAt(0, header.data(), header.size()));
-  RETURN_IF_ERROR(CheckDataFile(manifest, index, size, header, path));
-  return std::make_unique<DirectFile>(std::move(file));
-}
 
 // The outcome of the read in one staging buffer.
 struct Slot {
@@ -34,27 +22,25 @@ struct Slot {
 
 absl::StatusOr<ChunkStream> ChunkStream::Open(const std::string& folder, const Manifest& manifest,
                                               const LoadPlan& plan, DeviceSystem& devices) {
-  ChunkStream stream(manifest, plan, devices);
-  for (const ChunkRead& read : plan.reads) {
-    if (stream.files_[read.file] != nullptr) continue;
-    ASSIGN_OR_RETURN(stream.files_[read.file], OpenChecked(folder, manifest, read.file));
+  ChunkStream stream(folder, manifest, plan, devices);
+  // Each file checked before anything is read; the reads open them again
+  // (a few at a time) and check them again.
+  int last = -1;
+  for (const ChunkRead& read : plan.reads) {  // by file
+    if (read.file == last) continue;
+    last = read.file;
+    RETURN_IF_ERROR(stream.files_->Get(read.file).status());
   }
   return stream;
 }
 
-bool ChunkStream::direct() const {
-  for (const auto& file : files_) {
-    if (file != nullptr && !file->direct()) return false;
-  }
-  return true;
-}
-
-absl::Status ChunkStream::ReadAndVerify(const ChunkRead& read, std::byte* buffer) {
-  DirectFile& file = *files_[read.file];
-  RETURN_IF_ERROR(file.ReadAt(read.begin, buffer, read.end - read.begin));
+absl::Status ChunkStream::ReadAndVerify(const ChunkRead& read, std::byte* buffer, bool& direct) {
+  ASSIGN_OR_RETURN(std::shared_ptr<DirectFile> file, files_->Get(read.file));
+  RETURN_IF_ERROR(file->ReadAt(read.begin, buffer, read.end - read.begin));
+  direct = file->direct();
   for (const Placement& p : read.placements) {
     RETURN_IF_ERROR(
-        CheckChunk(file.path(), *p.param, *p.chunk, buffer + (p.chunk->offset - read.begin)));
+        CheckChunk(file->path(), *p.param, *p.chunk, buffer + (p.chunk->offset - read.begin)));
   }
   return absl::OkStatus();
 }
@@ -117,8 +103,11 @@ absl::Status ChunkStream::Run(Consumer consume) {
       // A slot that still holds read i, verified, from the last Run (Load's
       // verifying pass) is used as it is: the file is not read again.
       const bool resident = resident_[w] == i;
-      absl::Status status = resident ? absl::OkStatus() : ReadAndVerify(reads[i], (*buffers_)[w]);
+      bool direct = true;
+      absl::Status status =
+          resident ? absl::OkStatus() : ReadAndVerify(reads[i], (*buffers_)[w], direct);
       std::lock_guard lock(mu);
+      all_direct_ = all_direct_ && direct;
       resident_[w] = status.ok() ? i : kNone;
       slot[w].status = std::move(status);
       slot[w].read = !resident;

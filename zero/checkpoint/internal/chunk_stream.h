@@ -10,7 +10,6 @@
 // plan has no more reads than buffers). Used by one thread at a time.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "base/direct_file.h"
 #include "memory/device_system.h"
+#include "zero/checkpoint/internal/data_files.h"
 #include "zero/checkpoint/internal/load_plan.h"
 #include "zero/checkpoint/internal/manifest.h"
 #include "zero/checkpoint/internal/pinned_buffers.h"
@@ -30,7 +30,8 @@ namespace zero::checkpoint {
 class ChunkStream {
  public:
   // Opens the data files the plan reads and checks each (size, header:
-  // verified_reader.h). `manifest` and `plan` must outlive the stream.
+  // verified_reader.h); reads open them again, a few at a time
+  // (data_files.h). `manifest` and `plan` must outlive the stream.
   static absl::StatusOr<ChunkStream> Open(const std::string& folder, const Manifest& manifest,
                                           const LoadPlan& plan, DeviceSystem& devices);
 
@@ -43,17 +44,22 @@ class ChunkStream {
 
   uint64_t peak_staging_bytes() const { return peak_staging_bytes_; }
   uint64_t bytes_read() const { return bytes_read_; }  // from the files, every Run
-  bool direct() const;  // O_DIRECT in effect on every file read
+  bool direct() const { return all_direct_; }  // O_DIRECT in effect on every file read
 
  private:
-  ChunkStream(const Manifest& manifest, const LoadPlan& plan, DeviceSystem& devices)
-      : manifest_(&manifest), plan_(&plan), files_(manifest.files.size()), devices_(&devices) {}
-  absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer);
+  ChunkStream(const std::string& folder, const Manifest& manifest, const LoadPlan& plan,
+              DeviceSystem& devices)
+      : manifest_(&manifest),
+        plan_(&plan),
+        files_(std::make_unique<DataFiles>(folder, manifest)),
+        devices_(&devices) {}
+  // `direct`: whether the read went around the page cache.
+  absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer, bool& direct);
   std::vector<size_t> Order() const;  // of this Run's reads: those still resident first
 
   const Manifest* manifest_;
   const LoadPlan* plan_;
-  std::vector<std::unique_ptr<DirectFile>> files_;  // by manifest index; null when unread
+  std::unique_ptr<DataFiles> files_;  // a pointer: the stream moves
   DeviceSystem* devices_;                           // where the staging is pinned for
   std::unique_ptr<PinnedBuffers> buffers_;           // plan_->slots staging buffers, kept
   // Per slot, the read whose verified bytes it holds (kNone: none): written
@@ -63,6 +69,7 @@ class ChunkStream {
   std::vector<size_t> resident_;
   uint64_t peak_staging_bytes_ = 0;
   uint64_t bytes_read_ = 0;
+  bool all_direct_ = true;  // written under Run's lock
 };
 
 }  // namespace zero::checkpoint

@@ -54,22 +54,36 @@ size_t SnapshotWriter::buffer_bytes() const {
   return buffers_ == nullptr ? 0 : buffers_->count() * buffers_->bytes();
 }
 
+size_t SnapshotWriter::BuffersFor(uint64_t file_bytes, bool overlap) const {
+  const size_t segments = (file_bytes + segment_bytes_ - 1) / segment_bytes_;
+  const size_t most = overlap ? std::min(max_buffers_, kOverlapBuffers) : max_buffers_;
+  return std::max<size_t>(1, std::min(most, segments));
+}
+
+absl::Status SnapshotWriter::EnsureBuffers(DeviceSystem& devices, size_t count, bool fault_in) {
+  if (buffers_ != nullptr && buffers_->count() >= count) return absl::OkStatus();
+  buffers_.reset();  // its pinned memory goes back before more is pinned
+  ASSIGN_OR_RETURN(buffers_, PinnedBuffers::Create(devices, count, segment_bytes_));
+  if (fault_in) {
+    for (size_t b = 0; b < buffers_->count(); ++b) std::memset((*buffers_)[b], 0, buffers_->bytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SnapshotWriter::Reserve(DeviceSystem& devices, uint64_t file_bytes) {
+  if (thread_.joinable()) return absl::FailedPreconditionError("a save is running");
+  return EnsureBuffers(devices, BuffersFor(file_bytes, /*overlap=*/false), /*fault_in=*/true);
+}
+
 void SnapshotWriter::Start(const Participant& rank, std::string path, std::string header,
                            DataFilePlan plan, bool overlap) {
   header_ = std::move(header);
   plan_ = std::move(plan);
   segments_ = (plan_.bytes + segment_bytes_ - 1) / segment_bytes_;
-  const size_t most = overlap ? std::min(max_buffers_, kOverlapBuffers) : max_buffers_;
-  const size_t needed = std::max<size_t>(1, std::min(most, segments_));
-  if (buffers_ == nullptr || buffers_->count() < needed) {
-    buffers_.reset();  // its pinned memory goes back before more is pinned
-    absl::StatusOr<std::unique_ptr<PinnedBuffers>> buffers =
-        PinnedBuffers::Create(rank.devices, needed, segment_bytes_);
-    if (!buffers.ok()) {
-      result_ = buffers.status();
-      return;
-    }
-    buffers_ = *std::move(buffers);
+  if (absl::Status s = EnsureBuffers(rank.devices, BuffersFor(plan_.bytes, overlap), false);
+      !s.ok()) {
+    result_ = s;
+    return;
   }
   {
     MutexLock lock(mu_);

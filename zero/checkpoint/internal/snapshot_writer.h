@@ -57,6 +57,10 @@ class SnapshotWriter {
   // buffers.
   void Start(const Participant& rank, std::string path, std::string header, DataFilePlan plan,
              bool overlap);
+  // Allocates and faults in now the buffers a Start (overlap off) of a
+  // `file_bytes` file takes, so that the first such Start blocks no longer
+  // than the next ones. Not while a save runs.
+  absl::Status Reserve(DeviceSystem& devices, uint64_t file_bytes);
   // Waits for the file to be durable in place; its size and checksums.
   absl::StatusOr<WrittenFile> Finish();
   bool running() const { return thread_.joinable(); }
@@ -85,6 +89,10 @@ class SnapshotWriter {
   uint64_t SegmentEnd(size_t segment) const {
     return std::min<uint64_t>(SegmentBegin(segment) + segment_bytes_, plan_.bytes);
   }
+  // At least `count` buffers (a bigger set replaces the old); `fault_in`
+  // touches every page of a new set.
+  absl::Status EnsureBuffers(DeviceSystem& devices, size_t count, bool fault_in);
+  size_t BuffersFor(uint64_t file_bytes, bool overlap) const;
   absl::Status Fill(const Participant& rank, size_t segment, std::byte* buffer);
   absl::StatusOr<Sums> Checksum(size_t segment, const std::byte* buffer) const;
   void WriteAll(std::string path);  // the background thread

@@ -41,25 +41,11 @@ absl::Status CheckChunk(const std::string& path, const ParamRecord& param, const
 }
 
 VerifiedReader::VerifiedReader(std::string folder, const Manifest& manifest)
-    : folder_(std::move(folder)), manifest_(manifest), files_(manifest.files.size()) {}
-
-absl::StatusOr<const RandomAccessFile*> VerifiedReader::File(int index) {
-  if (!files_[index]) {
-    const std::string path = absl::StrCat(folder_, "/", manifest_.files[index].name);
-    ASSIGN_OR_RETURN(RandomAccessFile file, RandomAccessFile::Open(path));
-    std::string header(kDataHeaderBytes, '\0');
-    if (file.size() == manifest_.files[index].bytes) {
-      RETURN_IF_ERROR(file.ReadAt(0, header.data(), header.size()));
-    }
-    RETURN_IF_ERROR(CheckDataFile(manifest_, index, file.size(), header, path));
-    files_[index].emplace(std::move(file));
-  }
-  return &*files_[index];
-}
+    : files_(std::move(folder), manifest) {}
 
 absl::StatusOr<std::span<const float>> VerifiedReader::Read(const ParamRecord& param,
                                                             const ChunkRecord& chunk) {
-  ASSIGN_OR_RETURN(const RandomAccessFile* file, File(chunk.file));
+  ASSIGN_OR_RETURN(std::shared_ptr<DirectFile> file, files_.Get(chunk.file));
   values_.resize(chunk.end - chunk.begin);
   RETURN_IF_ERROR(file->ReadAt(chunk.offset, values_.data(), values_.size() * sizeof(float)));
   RETURN_IF_ERROR(CheckChunk(file->path(), param, chunk, values_.data()));

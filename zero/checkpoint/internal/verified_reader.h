@@ -2,17 +2,17 @@
 // values are handed out: Load and the consolidation tool never use a byte
 // that failed its CRC-32C. A data file is opened on first use and checked
 // then (its size against the manifest, its header's rank, world size and
-// model), so a reader touches only the files it needs.
+// model), so a reader touches only the files it needs, and a few are kept
+// open (data_files.h).
 #pragma once
 
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "zero/checkpoint/internal/file_io.h"
+#include "zero/checkpoint/internal/data_files.h"
 #include "zero/checkpoint/internal/manifest.h"
 
 namespace zero::checkpoint {
@@ -40,11 +40,7 @@ class VerifiedReader {
   absl::StatusOr<std::span<const float>> Read(const ParamRecord& param, const ChunkRecord& chunk);
 
  private:
-  absl::StatusOr<const RandomAccessFile*> File(int index);
-
-  const std::string folder_;
-  const Manifest& manifest_;
-  std::vector<std::optional<RandomAccessFile>> files_;
+  DataFiles files_;
   std::vector<float> values_;
 };
 
