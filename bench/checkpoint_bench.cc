@@ -35,6 +35,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/resident_memory.h"
 #include "base/crc32c.h"
 #include "base/direct_file.h"
 #include "base/status_macros.h"
@@ -150,31 +151,6 @@ absl::Status DirectLimits(const std::string& dir, const std::vector<uint64_t>& s
   *read_s = Seconds([&] { return each(false); }, &s);
   for (int r = 0; r < kRanks; ++r) std::filesystem::remove(absl::StrCat(dir, "/limit-", r));
   return s;
-}
-
-// Resident bytes now (/proc/self/statm).
-uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-// The largest resident size above the start while `fn` runs, sampled every ms.
-uint64_t PeakResidentGrowth(const std::function<void()>& fn) {
-  const uint64_t start = ResidentBytes();
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> peak{start};
-  std::thread sampler([&] {
-    while (!done) {
-      peak = std::max<uint64_t>(peak, ResidentBytes());
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
-  fn();
-  done = true;
-  sampler.join();
-  return peak - start;
 }
 
 // CRC-32C over 1 GiB in buffers of `bytes`, best of 5: a buffer that stays

@@ -9,7 +9,6 @@
 #include <future>
 #include <limits>
 #include <optional>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,21 +26,6 @@ constexpr size_t kAhead = 2;  // reads ahead; the rest: the caller's chunk, two 
 // for three) stay in the cores' caches until their CRC is taken, and fn
 // still gets enough to split across threads (optimizers/parallel.h).
 constexpr size_t kChecksumBlock = size_t{1} << 16;
-
-// `io` on a thread of its own; when none can be started (std::async throws
-// std::system_error: a thread limit, no memory) a future that holds the
-// error, which the pass then returns like a failed read or write.
-template <typename Fn>
-std::future<absl::Status> Launch(Fn io) {
-  try {
-    return std::async(std::launch::async, std::move(io));
-  } catch (const std::system_error& e) {
-    std::promise<absl::Status> failed;
-    failed.set_value(absl::ResourceExhaustedError(
-        absl::StrCat("state file: cannot start an I/O thread: ", e.what())));
-    return failed.get_future();
-  }
-}
 
 }  // namespace
 
@@ -75,8 +59,12 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
                                      {.has_bytes = options.has_bytes,
                                       .direct = options.direct_io,
                                       .write_fault = options.write_fault}));
+  std::unique_ptr<IoThread> io;
+  if (options.has_bytes) {
+    ASSIGN_OR_RETURN(io, IoThread::Create());
+  }
   std::unique_ptr<StateFile> file(new StateFile(planes, options.chunk_elements, std::move(store),
-                                                staging, options.has_bytes));
+                                                std::move(io), staging, options.has_bytes));
   // On meta devices too, when given memory: the books then show the staging.
   if (staging != nullptr) {
     const size_t bytes = NvmeStore::Padded(planes * options.chunk_elements * sizeof(float));
@@ -93,14 +81,16 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
 }
 
 StateFile::StateFile(int planes, size_t chunk_elements, std::unique_ptr<NvmeStore> store,
-                     MemoryResource* staging, bool has_bytes)
+                     std::unique_ptr<IoThread> io, MemoryResource* staging, bool has_bytes)
     : planes_(planes),
       chunk_elements_(chunk_elements),
       store_(std::move(store)),
+      io_(std::move(io)),
       staging_(staging),
       has_bytes_(has_bytes) {}
 
 StateFile::~StateFile() {
+  io_.reset();  // its last requests may use the buffers
   const size_t bytes = NvmeStore::Padded(planes_ * chunk_elements_ * sizeof(float));
   for (void* buffer : buffers_) (void)staging_->Deallocate(buffer, bytes, nullptr);
 }
@@ -125,6 +115,14 @@ absl::Status StateFile::ZeroFill() {
     }));
   }
   return absl::OkStatus();
+}
+
+template <typename Request>
+std::future<absl::Status> StateFile::Issue(Request request) {
+  if (io_ != nullptr) return io_->Submit(std::move(request));
+  std::promise<absl::Status> done;  // meta devices: books only, at once
+  done.set_value(request());
+  return done.get_future();
 }
 
 // The pipeline over chunks [first, last] of one range: buffer (base + j -
@@ -154,20 +152,25 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
   const size_t base = writes ? 0 : FirstBuffer(range, first, last);
   auto index = [&](size_t j) { return (base + j - first) % kBuffers; };
   std::vector<std::optional<uint64_t>> fresh(last - first + 1);
-  std::array<std::future<absl::Status>, kBuffers> pending;
+  std::array<InFlight, kBuffers> in_flight;  // per buffer
   absl::Status status;
-  auto settle = [&](size_t b) {
-    if (pending[b].valid()) status.Update(pending[b].get());
-  };
   auto buffer = [&](size_t j) { return has_bytes_ ? buffers_[index(j)] : nullptr; };
+  auto settle = [&](size_t b) {
+    status.Update(Settle(in_flight[b], has_bytes_ ? buffers_[b] : nullptr));
+  };
   auto read = [&](size_t j) {
     const Chunk& c = chunks[j];
     const bool whole = begin <= c.first && c.first + c.count <= begin + count;
     if (pass == Pass::kWrite && whole) return;  // overwritten entirely: nothing to read
     if (!writes && Holds(index(j), range, j)) return;
     if (has_bytes_) held_[index(j)] = {range, j, c.version};
-    pending[index(j)] =
-        Launch([this, slot = c.slot, to = buffer(j)] { return store_->Read(slot, to); });
+    InFlight& f = in_flight[index(j)];
+    f.read_slot = c.slot;
+    f.done = Issue([this, &f, to = buffer(j)] {
+      absl::StatusOr<uint32_t> read = store_->ReadUnchecked(f.read_slot, to);
+      if (read.ok()) f.read_crc = *read;
+      return read.status();
+    });
   };
   for (size_t j = first; j < first + kAhead && j <= last; ++j) read(j);
   for (size_t j = first; j <= last; ++j) {
@@ -181,21 +184,11 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
     if (!status.ok()) break;
     const Chunk& c = chunks[j];
     const size_t lo = std::max(begin, c.first), hi = std::min(begin + count, c.first + c.count);
-    std::optional<uint32_t> checksum;
-    if (has_bytes_) {
-      if (writes) held_[b] = {};  // changed: current again once the write is adopted
-      if (writes) {
-        absl::StatusOr<uint32_t> crc = UpdateAndChecksum(c, lo, hi, buffer(j), fn);
-        status = crc.status();
-        if (crc.ok()) checksum = *crc;
-      } else {
-        std::vector<float*> planes(planes_);
-        for (int p = 0; p < planes_; ++p) {
-          planes[p] = static_cast<float*>(buffer(j)) + p * c.count + (lo - c.first);
-        }
-        status = fn(lo, hi - lo, planes);
-      }
-      if (!status.ok()) break;
+    if (has_bytes_ && writes) held_[b] = {};  // changed: current again once adopted
+    absl::StatusOr<std::optional<uint32_t>> checksum = Hand(c, lo, hi, buffer(j), writes, fn);
+    if (!checksum.ok()) {
+      status = checksum.status();
+      break;
     }
     if (!writes) continue;
     absl::StatusOr<uint64_t> slot = store_->Allocate(planes_ * c.count * sizeof(float));
@@ -204,7 +197,7 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
       break;
     }
     fresh[j - first] = *slot;
-    pending[b] = Launch([this, slot = *slot, from = buffer(j), checksum] {
+    in_flight[b].done = Issue([this, slot = *slot, from = buffer(j), checksum = *checksum] {
       return store_->Write(slot, from, checksum);
     });
   }
@@ -212,6 +205,30 @@ absl::Status StateFile::Run(int range, size_t begin, size_t count, Pass pass, Ch
   if (writes) Adopt(chunks, first, fresh, status.ok());
   Remember(range, first, last, base, status.ok());
   return status;
+}
+
+absl::Status StateFile::Settle(InFlight& request, const void* buffer) const {
+  if (!request.done.valid()) return absl::OkStatus();
+  absl::Status status = request.done.get();
+  std::optional<uint32_t> crc = std::exchange(request.read_crc, std::nullopt);
+  if (!status.ok() || !crc.has_value()) return status;
+  return store_->CheckRead(request.read_slot, buffer, *crc);
+}
+
+absl::StatusOr<std::optional<uint32_t>> StateFile::Hand(const Chunk& c, size_t lo, size_t hi,
+                                                        void* buffer, bool writes,
+                                                        ChunkFn fn) const {
+  if (!has_bytes_) return std::nullopt;
+  if (writes) {
+    ASSIGN_OR_RETURN(const uint32_t crc, UpdateAndChecksum(c, lo, hi, buffer, fn));
+    return crc;
+  }
+  std::vector<float*> planes(planes_);
+  for (int p = 0; p < planes_; ++p) {
+    planes[p] = static_cast<float*>(buffer) + p * c.count + (lo - c.first);
+  }
+  RETURN_IF_ERROR(fn(lo, hi - lo, planes));
+  return std::nullopt;
 }
 
 absl::StatusOr<uint32_t> StateFile::UpdateAndChecksum(const Chunk& c, size_t lo, size_t hi,

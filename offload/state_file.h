@@ -4,8 +4,10 @@
 // kStagingBuffers bounded staging buffers. Run() is the pipeline: while chunk
 // i is handed to the caller (the CPU step), chunks i+1 and i+2 are read and
 // i-1 and i-2 written, so a pass costs about one read and one write of the
-// state (with one request each way the virtio disk here idled between them:
-// 1.5-2x).
+// state. The reads and writes run one at a time on the file's I/O thread
+// (internal/io_thread.h) in the order the pass issues them (read i+2, then
+// write i): the disk never idles while the step works, and the read the
+// step waits for next is never behind more than one write.
 //
 // Chunk j of a range holds elements [j*C, (j+1)*C) of every plane in one
 // slot of the file (C = chunk_elements). A pass that writes puts each chunk
@@ -18,13 +20,14 @@
 // plane or a few elements at a time (a checkpoint), costs one read of it.
 // Passes that write read what they keep from the file, always.
 //
-// One caller at a time (the engine's step thread, or its worker); Run uses
-// two helper threads of its own for the I/O. On meta devices: books only.
+// One caller at a time (the engine's step thread, or its worker); the file
+// keeps one I/O thread of its own. On meta devices: books only, no thread.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -35,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "memory/resource.h"
+#include "offload/internal/io_thread.h"
 #include "offload/internal/nvme_store.h"
 
 namespace zero {
@@ -50,7 +54,7 @@ struct StateFileOptions {
 struct StateFileStats {
   uint64_t file_bytes = 0;     // the file's extent now
   uint64_t state_bytes = 0;    // planes x elements x 4: what the file holds
-  uint64_t staging_bytes = 0;  // the three buffers
+  uint64_t staging_bytes = 0;  // the kStagingBuffers buffers
   uint64_t bytes_read = 0, bytes_written = 0;
 };
 
@@ -104,7 +108,23 @@ class StateFile {
   };
 
   StateFile(int planes, size_t chunk_elements, std::unique_ptr<NvmeStore> store,
-            MemoryResource* staging, bool has_bytes);
+            std::unique_ptr<IoThread> io, MemoryResource* staging, bool has_bytes);
+  // A pass's request on the I/O thread for one staging buffer.
+  struct InFlight {
+    std::future<absl::Status> done;
+    uint64_t read_slot = 0;
+    std::optional<uint32_t> read_crc;  // a read's: set by the I/O thread before `done`
+  };
+  // `request` on the I/O thread (at once on the caller's without bytes).
+  template <typename Request>
+  std::future<absl::Status> Issue(Request request);
+  // Waits for `request`; a read's bytes in `buffer` are checked here, on the
+  // caller's thread, so that the disk goes on meanwhile.
+  absl::Status Settle(InFlight& request, const void* buffer) const;
+  // fn over [lo, hi) of chunk `c` held in `buffer`; a writing pass's result
+  // is the CRC-32C of the slot's new bytes.
+  absl::StatusOr<std::optional<uint32_t>> Hand(const Chunk& c, size_t lo, size_t hi, void* buffer,
+                                               bool writes, ChunkFn fn) const;
   absl::Status AddRange(size_t elements);
   absl::Status CheckRange(int range, size_t begin, size_t count) const;
   void Adopt(std::vector<Chunk>& chunks, size_t first,
@@ -124,9 +144,10 @@ class StateFile {
   const int planes_;
   const size_t chunk_elements_;
   const std::unique_ptr<NvmeStore> store_;
+  std::unique_ptr<IoThread> io_;  // null without bytes
   MemoryResource* const staging_;
   const bool has_bytes_;
-  std::vector<void*> buffers_;  // three, planes x chunk_elements floats each
+  std::vector<void*> buffers_;  // kStagingBuffers, planes x chunk_elements floats each
   std::vector<Held> held_;      // per buffer; with bytes only
   std::vector<size_t> elements_;
   std::vector<std::vector<Chunk>> chunks_;  // per range

@@ -230,10 +230,32 @@ struct MicroBatchItem {
 
 constexpr char kPrecisions[] = "fp32, bf16 or fp16";
 constexpr char kOptimizers[] = "adam or sgd";
-constexpr char kOffloads[] = "none, optimizer or parameters";
 using PrecisionItem = WordItem<Precision, ParsePrecision, kPrecisions>;
 using OptimizerItem = WordItem<OptimizerKind, ParseOptimizer, kOptimizers>;
-using OffloadItem = WordItem<Offload, ParseOffload, kOffloads>;
+// An --offload item: a placement, or nvme, ZeRO-Infinity's shorthand for
+// optimizer offload with --offload_device=nvme (as the issue and DeepSpeed
+// users say it).
+struct OffloadChoice {
+  Offload offload = Offload::kNone;
+  bool nvme = false;
+};
+struct OffloadItem {
+  using Type = OffloadChoice;
+  static constexpr const char* kWhat = "none, optimizer, parameters or nvme";
+  static std::optional<Type> Read(absl::string_view text) {
+    if (text == "nvme") return Type{Offload::kOptimizer, true};
+    std::optional<Offload> offload = ParseOffload(std::string_view(text.data(), text.size()));
+    return offload.has_value() ? std::optional<Type>(Type{*offload, false}) : std::nullopt;
+  }
+  static std::string Write(Type value) {
+    return value.nvme ? "nvme" : std::string(Name(value.offload));
+  }
+};
+List<OffloadItem> DefaultOffloads() {
+  List<OffloadItem> list;
+  for (Offload offload : Options{}.offloads) list.items.push_back({offload, false});
+  return list;
+}
 constexpr char kAttentions[] = "eager or flash";
 constexpr char kCheckpointings[] = "none, selective or full";
 using AttentionItem = WordItem<Attention, ParseAttention, kAttentions>;
@@ -276,8 +298,9 @@ ABSL_FLAG(List<PrecisionItem>, precision, List<PrecisionItem>{Options{}.precisio
           "parameter precisions: fp32, bf16, fp16 (mixed: fp32 master weights)");
 ABSL_FLAG(List<OptimizerItem>, optimizer, List<OptimizerItem>{Options{}.optimizers},
           "optimizers: adam (AdamW), sgd (momentum 0.9)");
-ABSL_FLAG(List<OffloadItem>, offload, List<OffloadItem>{Options{}.offloads},
-          "what lives in pinned host memory: none, optimizer (stages 1-3), parameters (stage 3)");
+ABSL_FLAG(List<OffloadItem>, offload, zero::footprint::DefaultOffloads(),
+          "what lives in pinned host memory: none, optimizer (stages 1-3), parameters (stage "
+          "3), or nvme (optimizer with --offload_device=nvme: ZeRO-Infinity)");
 ABSL_FLAG(DeviceChoice, offload_device, DeviceChoice{Knobs{}.offload_device},
           "with --offload: cpu, or nvme (master weights and optimizer state in a file per "
           "rank: ZeRO-Infinity)");
@@ -391,6 +414,28 @@ absl::Status Apply(const std::vector<std::string>& args, size_t& i,
   return absl::OkStatus();
 }
 
+// --offload=nvme: optimizer offload with the state in a file, which the
+// --offload_device knob says for every offloading run of the sweep.
+absl::Status ApplyNvmeShorthand(Options& o) {
+  const std::vector<OffloadChoice> items = absl::GetFlag(FLAGS_offload).items;
+  if (std::none_of(items.begin(), items.end(), [](const OffloadChoice& c) { return c.nvme; })) {
+    return absl::OkStatus();
+  }
+  for (const OffloadChoice& c : items) {
+    if (!c.nvme && c.offload != Offload::kNone) {
+      return Bad("offload", absl::StrCat("nvme and ", std::string(Name(c.offload)),
+                                         " in one sweep: the offload device is one for all "
+                                         "(give --offload_device=nvme instead)"));
+    }
+  }
+  if (o.given.count("offload_device") > 0 && o.knobs.offload_device != OffloadDevice::kNvme) {
+    return Bad("offload", "nvme puts the optimizer state in a file, --offload_device says cpu");
+  }
+  o.knobs.offload_device = OffloadDevice::kNvme;
+  o.offloads.erase(std::unique(o.offloads.begin(), o.offloads.end()), o.offloads.end());
+  return absl::OkStatus();
+}
+
 Options FromFlags() {
   Options o;
   o.models = absl::GetFlag(FLAGS_model).items;
@@ -398,7 +443,8 @@ Options FromFlags() {
   o.stages = absl::GetFlag(FLAGS_stage).items;
   o.precisions = absl::GetFlag(FLAGS_precision).items;
   o.optimizers = absl::GetFlag(FLAGS_optimizer).items;
-  o.offloads = absl::GetFlag(FLAGS_offload).items;
+  o.offloads.clear();
+  for (const OffloadChoice& c : absl::GetFlag(FLAGS_offload).items) o.offloads.push_back(c.offload);
   o.seqs = absl::GetFlag(FLAGS_seq).items;
   o.micro_batches = absl::GetFlag(FLAGS_micro_batch).items;
   o.attentions = absl::GetFlag(FLAGS_attention).items;
@@ -494,6 +540,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   options.given = std::move(given);
   options.help = help.help;
   options.help_match = help.help_match;
+  RETURN_IF_ERROR(ApplyNvmeShorthand(options));
   RETURN_IF_ERROR(CheckNothingIgnored(options));
   return options;
 }

@@ -80,6 +80,13 @@ class NvmeStore {
   // it: FailedPrecondition if never written (or its last write failed),
   // DataLoss if the file was truncated or changed underneath.
   absl::Status Read(uint64_t slot, void* data);
+  // Read in two steps, so that an I/O thread can go on to its next request
+  // while another thread checks: ReadUnchecked reads (its errors are
+  // Read's) and returns the CRC-32C the bytes must have; CheckRead(slot,
+  // data, that CRC) is the check (DataLoss as above). Use nothing read
+  // before CheckRead says OK.
+  absl::StatusOr<uint32_t> ReadUnchecked(uint64_t slot, void* data);
+  absl::Status CheckRead(uint64_t slot, const void* data, uint32_t expected);
   bool written(uint64_t slot) const;
 
   const std::string& path() const { return path_; }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/json.h"
 #include "gmock/gmock.h"
@@ -126,7 +128,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--stage=-1"}, "--stage: '-1' is not 0, 1, 2 or 3"},
         BadArgs{{"--precision=fp8"}, "--precision: 'fp8' is not fp32, bf16 or fp16"},
         BadArgs{{"--optimizer=lamb"}, "--optimizer: 'lamb' is not adam or sgd"},
-        BadArgs{{"--offload=nvme"}, "--offload: 'nvme' is not none, optimizer or parameters"},
+        BadArgs{{"--offload=ram"}, "--offload: 'ram' is not none, optimizer, parameters or nvme"},
+        BadArgs{{"--offload=optimizer,nvme"},
+                "--offload: nvme and optimizer in one sweep: the offload device is one for all "
+                "(give --offload_device=nvme instead)"},
+        BadArgs{{"--offload=nvme", "--offload_device=cpu"},
+                "--offload: nvme puts the optimizer state in a file, --offload_device says cpu"},
         BadArgs{{"--steps=0"}, "--steps: 0 is not from 1 to 1000"},
         BadArgs{{"--bucket_elements=lots"},
                 "--bucket_elements: 'lots' is not a whole number (e.g. 500000000 or 5e8)"},
@@ -163,6 +170,35 @@ INSTANTIATE_TEST_SUITE_P(
                 "llama2-70b N=1 stage 0 bf16 adam seq=1048576 mb=4096 eager: INVALID_ARGUMENT: "
                 "the activation 'scores' would take 5.765e+17 bytes, more than the simulated "
                 "device's 2^50 (lower --seq or --micro_batch)"}));
+
+// ZeRO-Infinity as its users say it: the file's bytes per rank beside
+// DeepSpeed's figure, the same run as the long form.
+TEST(CliTest, OffloadNvmeReportsTheFileBesideDeepSpeed) {
+  const std::string json = TempPath("nvme.json");
+  Result shorthand = Footprint({"--model=gpt2-small", "--ranks=4", "--stage=3", "--precision=bf16",
+                                "--offload=none,nvme", "--json=" + json});
+  ASSERT_EQ(shorthand.code, 0) << shorthand.err;
+  EXPECT_THAT(shorthand.out, HasSubstr("DS nvme"));
+  // The offloading run's line of the report: the file's bytes and DeepSpeed's.
+  const std::string report = Read(json);
+  const size_t at = report.find("\"offload\": \"optimizer\"");
+  ASSERT_NE(at, std::string::npos) << report;
+  const std::string row = report.substr(at, report.find('}', at) - at);
+  EXPECT_THAT(row, HasSubstr("\"nvme_bytes\": 373319424"));  // 12 bytes x psi / 4
+  EXPECT_THAT(row, HasSubstr("\"deepspeed_nvme_rank_bytes\": 497759232"));
+  Result long_form = Footprint({"--model=gpt2-small", "--ranks=4", "--stage=3",
+                                "--precision=bf16", "--offload=none,optimizer",
+                                "--offload_device=nvme"});
+  ASSERT_EQ(long_form.code, 0) << long_form.err;
+  auto rows = [](const std::string& out) {
+    std::string kept;
+    for (absl::string_view line : absl::StrSplit(out, '\n')) {
+      if (absl::StartsWith(line, "gpt2-small")) absl::StrAppend(&kept, line, "\n");
+    }
+    return kept;
+  };
+  EXPECT_EQ(rows(shorthand.out), rows(long_form.out));
+}
 
 TEST(CliTest, MalformedModelFileSaysFileLineColumn) {
   const std::string path = WriteModel("bad.json",

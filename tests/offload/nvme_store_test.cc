@@ -109,6 +109,23 @@ TEST_F(NvmeStoreTest, AFreedTailIsGivenBackToTheDisk) {
   EXPECT_EQ(std::memcmp(back.get(), a.get(), kA), 0);
 }
 
+// A writer that alternates between two halves of the file (the state
+// file's fresh slot per pass) keeps both: giving the freed half back made
+// the next pass extend the file again, write by write.
+TEST_F(NvmeStoreTest, AFreedHalfIsKeptForTheNextPass) {
+  const uint64_t first = *store_->Allocate(2 * kA);
+  const uint64_t second = *store_->Allocate(2 * kA);
+  AlignedBuffer a = Pattern(2 * kA, 1);
+  ASSERT_TRUE(store_->Write(first, a.get()).ok());
+  ASSERT_TRUE(store_->Write(second, a.get()).ok());
+  ASSERT_TRUE(store_->Free(second).ok());
+  EXPECT_EQ(store_->stats().file_bytes, 4 * kA) << "half the file was given back";
+  EXPECT_EQ(*store_->Allocate(2 * kA), second) << "the next pass reuses the freed half";
+  ASSERT_TRUE(store_->Free(first).ok());
+  ASSERT_TRUE(store_->Free(second).ok());
+  EXPECT_EQ(store_->stats().file_bytes, 0u) << "an empty store keeps no disk space";
+}
+
 TEST_F(NvmeStoreTest, ReadingANeverWrittenSlotIsAnError) {
   const uint64_t x = *store_->Allocate(kA);
   AlignedBuffer out = *AllocateAlignedBuffer(kA);
@@ -131,6 +148,13 @@ TEST_F(NvmeStoreTest, AFileChangedUnderneathIsDataLoss) {
   EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(read.message()), HasSubstr("changed underneath"));
   EXPECT_THAT(std::string(read.message()), HasSubstr(store_->path()));
+  // In two steps (the state file's I/O thread reads, its caller checks):
+  // the read succeeds and the check finds the change.
+  absl::StatusOr<uint32_t> expected = store_->ReadUnchecked(x, out.get());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  absl::Status checked = store_->CheckRead(x, out.get(), *expected);
+  EXPECT_EQ(checked.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(checked.message()), HasSubstr("changed underneath"));
   // Writing it again makes the slot good again.
   ASSERT_TRUE(store_->Write(x, in.get()).ok());
   EXPECT_TRUE(store_->Read(x, out.get()).ok());

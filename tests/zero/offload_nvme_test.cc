@@ -3,14 +3,19 @@
 // offload bit for bit at every stage and precision, host memory holds only
 // the staging, and a folder that cannot hold the file is an error on every rank.
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <tuple>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "base/status_macros.h"
@@ -144,6 +149,47 @@ TEST(OffloadNvme, AFileChangedUnderneathIsAnErrorOnEveryRank) {
   EXPECT_EQ(ranks[0].status.code(), absl::StatusCode::kDataLoss) << ranks[0].status;
   EXPECT_THAT(std::string(ranks[0].status.message()), ::testing::HasSubstr("changed underneath"));
   EXPECT_FALSE(ranks[1].status.ok()) << "rank 1 must not wait for rank 0 forever";
+}
+
+// A disk that fills during a step (here a file-size limit below what the
+// step's fresh slots need, on every rank's file): every rank's Step is an
+// error that names its file, and none waits for another.
+TEST(OffloadNvme, ADiskThatFillsDuringAStepIsAnErrorOnEveryRank) {
+  std::unique_ptr<Model> model = WideModel();
+  TrainingRun run = NvmeRun(HostOffloadRun(2, Offload::kOptimizer, DType::kF32, false));
+  run.steps = 2;
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+  std::atomic<bool> limited{false}, released{false};
+  std::atomic<int> ready{0};
+  run.before_training = [&](int rank, Engine& engine) -> absl::Status {
+    // The limit is the process's: set once every rank has written its
+    // initial state, so that it fails the step, not a rank's setup.
+    ++ready;
+    if (rank != 0) {
+      while (!released) absl::SleepFor(absl::Milliseconds(1));
+      return absl::OkStatus();
+    }
+    while (ready < run.world) absl::SleepFor(absl::Milliseconds(1));
+    struct stat st;
+    if (stat(engine.nvme_file().c_str(), &st) == 0) {
+      rlimit half = saved;
+      half.rlim_cur = static_cast<rlim_t>(st.st_size / 2);
+      limited = setrlimit(RLIMIT_FSIZE, &half) == 0;
+    }
+    released = true;
+    return absl::OkStatus();
+  };
+  std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, old_handler);
+  ASSERT_TRUE(limited);
+  for (int r = 0; r < run.world; ++r) {
+    EXPECT_FALSE(ranks[r].status.ok()) << "rank " << r;
+    EXPECT_THAT(std::string(ranks[r].status.message()), ::testing::HasSubstr("zero-optimizer-"))
+        << "rank " << r << " does not name its file: " << ranks[r].status;
+  }
 }
 
 // SetParam wrote the model's copy of the parameter before its master on

@@ -3,9 +3,12 @@
 // and Start must wait for the writer); the next Start waits for the
 // previous save; a saver destroyed before Wait publishes nothing; errors
 // reach every rank.
+#include <atomic>
+#include <filesystem>
 #include <memory>
 #include <utility>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -13,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/internal/file_io.h"
 
 namespace zero::testing_model {
 namespace {
@@ -103,6 +107,50 @@ TEST(AsyncSaver, ReserveTakesTheSnapshotBuffersBeforeTheFirstStart) {
   EXPECT_EQ(roomy[0]->Reserve().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(WaitAll(**cluster, roomy).ok());
   EXPECT_EQ(roomy[0]->snapshot_buffer_bytes(), reserved) << "Start took more than Reserve";
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root), "loaded");
+}
+
+// Each writing thread's first write, held until the test lets it go (or
+// 5 s pass): a Start that wrote on the caller's thread would return only
+// after its held write, with no writer held any more.
+std::atomic<int> writers_held{0};
+std::atomic<bool> let_go{false};
+absl::Status HoldFirstWrite(checkpoint::FileOp op, std::string_view) {
+  thread_local bool held_once = false;
+  if (op != checkpoint::FileOp::kWrite || let_go || held_once) return absl::OkStatus();
+  held_once = true;
+  ++writers_held;
+  for (int i = 0; i < 500 && !let_go; ++i) absl::SleepFor(absl::Milliseconds(10));
+  --writers_held;
+  return absl::OkStatus();
+}
+
+TEST(AsyncSaver, StartReturnsWhileTheWriterIsStillWriting) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  const std::string root = FreshDir("held");
+  Savers savers = MakeSavers(**cluster, {});
+  let_go = false;
+  checkpoint::SetFaultHookForTesting(HoldFirstWrite);
+  const absl::Status started = StartAll(**cluster, savers, root);
+  // Every rank's writer reaches its first write and waits there.
+  for (int i = 0; i < 500 && writers_held < (*cluster)->world(); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const int held = writers_held.load();
+  const absl::Status trained = (*cluster)->Train(1, 2);  // while the writes are held
+  const bool published_early = std::filesystem::exists(root + "/latest");
+  let_go = true;
+  const absl::Status waited = WaitAll(**cluster, savers);
+  checkpoint::SetFaultHookForTesting(nullptr);
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_EQ(held, (*cluster)->world()) << "Start returned only after its writes";
+  ASSERT_TRUE(trained.ok()) << trained;
+  EXPECT_FALSE(published_early) << "a checkpoint was published before its writes were done";
+  ASSERT_TRUE(waited.ok()) << waited;
   ExpectStatesIdentical(at_save, LoadedStates(*model, root), "loaded");
 }
 
