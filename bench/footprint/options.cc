@@ -432,7 +432,11 @@ absl::Status ApplyNvmeShorthand(Options& o) {
     return Bad("offload", "nvme puts the optimizer state in a file, --offload_device says cpu");
   }
   o.knobs.offload_device = OffloadDevice::kNvme;
-  o.offloads.erase(std::unique(o.offloads.begin(), o.offloads.end()), o.offloads.end());
+  std::vector<Offload> once;  // nvme and optimizer are one placement now
+  for (Offload x : o.offloads) {
+    if (std::find(once.begin(), once.end(), x) == once.end()) once.push_back(x);
+  }
+  o.offloads = std::move(once);
   return absl::OkStatus();
 }
 

@@ -11,8 +11,10 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -31,9 +33,18 @@ class IoThread {
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
 
+  // An exception thrown by `request` (bad_alloc) comes back as an Internal
+  // status, never through the future: a caller unwinding from it would
+  // leave the requests behind it running on what it frees.
   template <typename Request>
   std::future<absl::Status> Submit(Request request) {
-    std::packaged_task<absl::Status()> task(std::move(request));
+    std::packaged_task<absl::Status()> task([request = std::move(request)]() mutable {
+      try {
+        return request();
+      } catch (const std::exception& e) {
+        return absl::InternalError(std::string("I/O request threw: ") + e.what());
+      }
+    });
     std::future<absl::Status> done = task.get_future();
     Push(std::move(task));
     return done;

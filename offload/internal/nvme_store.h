@@ -39,7 +39,10 @@ struct NvmeStoreOptions {
 };
 
 struct NvmeStoreStats {
-  uint64_t file_bytes = 0;       // the file's extent (highest slot end; a free tail is truncated)
+  // The file's extent: the highest slot end, or more while a freed tail is
+  // kept (a tail no longer than the rest stays for the next writes: the
+  // file spans at most twice what it holds below the tail).
+  uint64_t file_bytes = 0;
   uint64_t slot_bytes = 0;       // padded bytes of live slots
   uint64_t reads = 0, writes = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  // payload, not padding

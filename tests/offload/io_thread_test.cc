@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <future>
+#include <new>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +37,17 @@ TEST(IoThread, EveryRequestRunsAndReturnsItsOwnStatus) {
   std::future<absl::Status> next = io->Submit([] { return absl::OkStatus(); });
   EXPECT_EQ(failed.get().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(next.get().ok()) << "a failed request stopped the next one";
+}
+
+TEST(IoThread, ARequestThatThrowsIsAnInternalStatusNotAnException) {
+  std::unique_ptr<IoThread> io = IoThread::Create().value();
+  std::future<absl::Status> threw =
+      io->Submit([]() -> absl::Status { throw std::bad_alloc(); });
+  std::future<absl::Status> next = io->Submit([] { return absl::OkStatus(); });
+  absl::Status status;
+  EXPECT_NO_THROW(status = threw.get());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(next.get().ok());
 }
 
 TEST(IoThread, DestroyingItRunsWhatIsQueued) {

@@ -3,12 +3,9 @@
 // the staging stays within it; a budget too small for one chunk is an error
 // on every rank that changes nothing.
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <filesystem>
-#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -263,10 +260,7 @@ TEST_F(StreamingLoad, ReadsAreBoundedAndQueuedAFewAtATime) {
   }
 }
 
-// The staging Load reads into (and the snapshot a save writes from): as
-// many distinct buffers as asked, each rounded up to 4 KiB and aligned to it
-// (O_DIRECT), writable end to end, none overlapping another.
-// Measured, not the loader's own figure: while a checkpoint 20x the
+// Measured, not the loader's own figure: while a checkpoint 10x the
 // ranks' staging loads, the process's resident memory rises by about the
 // staging and not by the checkpoint (the second load is measured: the
 // first also faults in the engines' own buffers for the first time).
@@ -309,6 +303,9 @@ TEST(StreamingLoadMemory, ResidentMemoryRisesByTheStagingNotTheCheckpoint) {
   ExpectStatesIdentical(loaded, *(*cluster)->States(), "loaded again");
 }
 
+// The staging Load reads into (and the snapshot a save writes from): as
+// many distinct buffers as asked, each rounded up to 4 KiB and aligned to it
+// (O_DIRECT), writable end to end, none overlapping another.
 TEST(PinnedBuffers, DistinctAlignedWritableBuffers) {
   std::unique_ptr<DeviceSystem> devices =
       DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, size_t{64} << 20}).value();
