@@ -6,6 +6,7 @@
 #include "zero/engine.h"
 
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -75,6 +76,7 @@ Engine::Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory)
       host_upstream_(memory.host) {}
 
 Engine::~Engine() {
+  AwaitOwnedStateReader();  // it reads this engine's buffers
   if (worker_) (void)worker_->Wait();
   (void)ctx_->comm_stream->Synchronize();
   (void)ctx_->stream->Synchronize();
@@ -218,6 +220,7 @@ absl::StatusOr<std::span<float>> Engine::param(int id) {
 absl::Status Engine::SetParam(int id, std::span<const float> values) {
   RETURN_IF_ERROR(NotRestoring("SetParam"));
   RETURN_IF_ERROR(NotUpdatedEarly());  // the worker may be stepping the master weights
+  AwaitOwnedStateReader();
   const Layout& layout = ctx_->layout;
   if (id < 0 || id >= static_cast<int>(layout.params().size()) ||
       values.size() != layout.params()[id].numel) {
@@ -275,6 +278,20 @@ absl::Status Engine::NotUpdatedEarly() const {
       "call Step");
 }
 
+void Engine::GuardOwnedState(std::shared_future<void> read) {
+  AwaitOwnedStateReader();
+  owned_state_reader_ = std::move(read);
+}
+
+void Engine::AwaitOwnedStateReader() {
+  if (!owned_state_reader_.valid()) return;
+  const auto start = std::chrono::steady_clock::now();
+  owned_state_reader_.wait();
+  owned_state_wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  owned_state_reader_ = {};
+}
+
 absl::Status Engine::OwnedStateSettled(std::string_view what) const {
   if (!updated_early_) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrFormat(
@@ -319,6 +336,7 @@ EngineStats Engine::stats() const {
                      .nvme_bytes = state_file_ ? state_file_->stats().state_bytes : 0,
                      .nvme_bytes_read = state_file_ ? state_file_->stats().bytes_read : 0,
                      .nvme_bytes_written = state_file_ ? state_file_->stats().bytes_written : 0,
+                     .owned_state_wait_seconds = owned_state_wait_seconds_,
                      .comm = ctx_->comm->stats()};
 }
 

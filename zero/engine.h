@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string_view>
 #include <optional>
@@ -78,6 +79,9 @@ struct EngineStats {
   // offload_device nvme: the state the rank's file holds, and its traffic.
   size_t nvme_bytes = 0;
   uint64_t nvme_bytes_read = 0, nvme_bytes_written = 0;
+  // Time this rank's calls waited for a reader of the owned state to finish
+  // (GuardOwnedState: an async checkpoint's snapshot), in all.
+  double owned_state_wait_seconds = 0;
   CommStats comm;
 };
 
@@ -185,6 +189,14 @@ class Engine {
     std::vector<float*> state;
   };
   OwnedState owned_state(int unit);
+  // A reader of owned_state() that runs while training goes on (an async
+  // checkpoint's snapshot, copying on its own stream): until `read` is
+  // ready, every call that may change owned state waits for it first (Step
+  // before its update, offload_overlap's early updates, SetParam, Restore,
+  // BeginRestore, StreamOwnedState, owned_state()), and so does the
+  // destructor. Forward and backward never wait. On the training thread;
+  // an earlier guard is waited for first.
+  void GuardOwnedState(std::shared_future<void> read);
   // The same piece wherever it lives, chunk by chunk, on the calling
   // thread: `fn(offset, count, planes)` gets elements [offset, offset +
   // count) of the piece, planes[0] the master weights and planes[1 + i]
@@ -239,6 +251,7 @@ class Engine {
   absl::Status FailIfError(absl::Status status) { return status.ok() ? status : Fail(status); }
   absl::Status NotRestoring(std::string_view call);  // fails the group while restoring
   absl::Status NotUpdatedEarly() const;
+  void AwaitOwnedStateReader();  // GuardOwnedState's, if any
   absl::Status WriteParam(int id, std::span<const float> values, const char* narrow);
 
   // Update (engine_step.cc).
@@ -329,6 +342,9 @@ class Engine {
   std::unique_ptr<SerialWorker> worker_;
   bool updated_early_ = false;  // this step's pieces were stepped as reduced
   int64_t early_unit_updates_ = 0;
+
+  std::shared_future<void> owned_state_reader_;  // GuardOwnedState; invalid: none
+  double owned_state_wait_seconds_ = 0;
 };
 
 }  // namespace zero

@@ -57,6 +57,7 @@ bool Engine::UpdatesEarly() const {
 // or loss scale when updating early).
 absl::Status Engine::OnUnitReduced(int unit) {
   if (!UpdatesEarly()) return absl::OkStatus();
+  AwaitOwnedStateReader();
   const float scale = MeanGradScale();
   const int64_t step = steps_ + 1;
   // The unit's reduced gradients are written on the communication stream:
@@ -209,6 +210,7 @@ absl::Status Engine::StreamOwnedState(int unit, size_t begin, size_t count, Stat
   // offload_overlap's worker may be stepping this state (and owns the file's
   // staging) until Step.
   RETURN_IF_ERROR(NotUpdatedEarly());
+  AwaitOwnedStateReader();
   if (!ctx_->has_bytes || count == 0) return absl::OkStatus();
   if (state_file_ != nullptr) return state_file_->Run(unit, begin, count, access, fn);
   if (ctx_->on_card() && !ctx_->offload()) {

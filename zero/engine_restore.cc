@@ -13,6 +13,7 @@
 namespace zero {
 
 Engine::OwnedState Engine::owned_state(int unit) {
+  AwaitOwnedStateReader();  // the caller may write through it
   OwnedState owned{.master = nullptr, .state = {}};
   if (unit < 0 || unit >= ctx_->unit_count()) return owned;  // no such unit: nothing
   std::vector<Buffer>& state = states_->optimizer_state();
@@ -72,6 +73,7 @@ absl::Status Engine::CheckResumePoint(const ResumePoint& point) const {
 
 absl::Status Engine::BeginRestore(const ResumePoint& point) {
   RETURN_IF_ERROR(CheckResumePoint(point));  // before anything changes
+  AwaitOwnedStateReader();
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
   if (point.loss_scaler && scaler_) RETURN_IF_ERROR(scaler_->Restore(*point.loss_scaler));
   reducer_->Clear();

@@ -42,6 +42,8 @@ absl::Status Engine::Step() {
     if (scaler_->Update(overflow)) return SkipStep();
     last_grad_norm_ = *norm;
   }
+  // Only now, so that a snapshot still copying overlaps the checks above.
+  AwaitOwnedStateReader();
   ++steps_;
   if (ctx_->offload()) {
     if (absl::Status s = UpdateOffloaded(grad_scale); !s.ok()) return Fail(s);

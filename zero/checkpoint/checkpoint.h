@@ -12,7 +12,8 @@
 // chunk (internal/chunk_plan.h): it snapshots the file's bytes into a
 // bounded set of aligned host buffers (SaveOptions::snapshot_bytes) that a
 // background thread checksums and writes (O_DIRECT where the filesystem
-// allows), so with AsyncSaver training goes on during the write; rank 0
+// allows), so with AsyncSaver training goes on during the copy (until the
+// next Step) and the write; rank 0
 // writes the manifest (internal/manifest.h) once every rank's file is
 // durably in place, then repoints `latest` (internal/checkpoint_dir.h).
 // Only this header and consolidate.h are the layer's interface; internal/
@@ -110,12 +111,18 @@ class AsyncSaver {
   ~AsyncSaver();
 
   // Waits for the previous save (returning its error, if any, instead of
-  // starting), creates the step folder, snapshots this rank's owned state
-  // and returns: from then on Steps may change the engine without changing
-  // what is written. The time this blocks is the device-to-host copy (plus
-  // the write of whatever exceeds snapshot_bytes); the background write
-  // starts when the copy is done (or when the buffers are full). Its errors
-  // are the same on every rank; later failures surface at Wait.
+  // starting), creates the step folder and returns, while a thread copies
+  // this rank's owned state into the snapshot on a stream of its own: what
+  // is written is the state at Start. Forward and backward go on meanwhile;
+  // the engine's next change to owned state (Step's update, offload_overlap's
+  // early updates, SetParam, a Load) waits for the copy
+  // (Engine::GuardOwnedState; EngineStats::owned_state_wait_seconds), and so
+  // does the copy of whatever exceeds snapshot_bytes for the write of the
+  // rest. Change parameters only through the engine meanwhile (not through
+  // param() at stage 0-2). With the state on NVMe, Start itself copies
+  // (only the training thread streams the state file). The background write
+  // starts when the copy is done (or when the buffers are full). Start's
+  // errors are the same on every rank; later failures surface at Wait.
   absl::Status Start(const std::string& root);
   // Waits until every rank's file is durable, then rank 0 publishes.
   // Returns the checkpoint folder, or the save's error (the same on every

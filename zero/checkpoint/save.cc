@@ -130,11 +130,17 @@ absl::Status AsyncSaver::Start(const std::string& root) {
                               .rank = static_cast<uint32_t>(rank),
                               .world_size = static_cast<uint32_t>(world),
                               .model_fingerprint = ModelFingerprint(layout)};
-  writer_->Start(
+  // Save waits for the file anyway; state on NVMe only the training thread
+  // may stream. Otherwise training goes on while a thread copies.
+  const SnapshotMode mode = synchronous_                       ? SnapshotMode::kOverlap
+                            : !rank_.engine.nvme_file().empty() ? SnapshotMode::kBlocking
+                                                                : SnapshotMode::kBackground;
+  std::shared_future<void> snapshot = writer_->Start(
       rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
       EncodeDataHeader(header),
       PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes),
-      /*overlap=*/synchronous_);
+      mode);
+  if (mode == SnapshotMode::kBackground) rank_.engine.GuardOwnedState(std::move(snapshot));
   pending_ = true;
   return absl::OkStatus();
 }

@@ -1,10 +1,13 @@
-// AsyncSaver: steps taken while the background writer writes do not change
+// AsyncSaver: Start returns before the snapshot is copied; steps taken
+// while it copies and while the background writer writes do not change
 // what is written (also when the state is larger than the snapshot buffers
-// and Start must wait for the writer); the next Start waits for the
+// and the copy must wait for the writer); the next Start waits for the
 // previous save; a saver destroyed before Wait publishes nothing; errors
-// reach every rank.
+// reach every rank. And the engine's guard of its owned state.
 #include <atomic>
+#include <future>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <string>
 #include <string_view>
@@ -13,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "base/status_macros.h"
 #include "tests/zero/checkpoint/expect.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/file_io.h"
@@ -149,6 +153,124 @@ TEST(AsyncSaver, StartReturnsWhileTheWriterIsStillWriting) {
   ASSERT_TRUE(trained.ok()) << trained;
   ASSERT_TRUE(waited.ok()) << waited;
   ExpectStatesIdentical(at_save, LoadedStates(*model, root), "loaded");
+}
+
+// The snapshot's copy waits for the engine's work enqueued before Start,
+// here the communication stream's, held: Start returns all the same, and
+// the steps after it (whose update waits for the copy) do not change what
+// is written.
+TEST(AsyncSaver, StartReturnsBeforeTheSnapshotIsCopied) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  const std::string root = FreshDir("copy_held");
+  Savers savers = MakeSavers(**cluster, {});
+  std::atomic<bool> let_copy{false};
+  std::vector<std::atomic<bool>> held_to_the_end(2);
+  std::vector<int> returned_while_held(2);  // not vector<bool>: one int per thread
+  const absl::Status started = AllOk((*cluster)->Run([&](int r) -> absl::Status {
+    // Held until the test lets it go or 5 s pass.
+    RETURN_IF_ERROR((*cluster)->engine(r).comm_stream()->Enqueue([&, r] {
+      for (int i = 0; i < 500 && !let_copy; ++i) absl::SleepFor(absl::Milliseconds(10));
+      held_to_the_end[r] = !let_copy;
+    }));
+    RETURN_IF_ERROR(savers[r]->Start(root));
+    returned_while_held[r] = !let_copy && !held_to_the_end[r];
+    return absl::OkStatus();
+  }));
+  let_copy = true;
+  const absl::Status trained = (*cluster)->Train(1, 3);
+  const absl::Status waited = WaitAll(**cluster, savers);
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_THAT(returned_while_held, ::testing::Each(1)) << "Start waited for the copy";
+  ASSERT_TRUE(trained.ok()) << trained;
+  ASSERT_TRUE(waited.ok()) << waited;
+  ASSERT_NE(Hash(*(*cluster)->States()), Hash(at_save));
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root), "loaded");
+}
+
+// Trains step 0, starts a save through two 4 KiB buffers (the copy trails
+// the writes, so training reaches its next update long before the copy
+// ends), trains steps 1 and 2, and checks that the checkpoint holds the
+// state at Start. The cluster, for more checks; null on failure.
+std::unique_ptr<Cluster> SaveWhileTraining(const Model& model, const TrainingRun& run,
+                                           const std::string& root) {
+  auto cluster = Cluster::Create(model, run, AdamW());
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok() || !(*cluster)->Train(0, 1).ok()) return nullptr;
+  const ModelStates at_save = *(*cluster)->States();
+  Savers savers = MakeSavers(**cluster, {.snapshot_bytes = 2 * 4096, .write_bytes = 4096});
+  const absl::Status started = StartAll(**cluster, savers, root);
+  const absl::Status trained = (*cluster)->Train(1, 3);
+  const absl::Status waited = WaitAll(**cluster, savers);
+  EXPECT_TRUE(started.ok() && trained.ok() && waited.ok()) << started << trained << waited;
+  ExpectStatesIdentical(at_save, LoadedStates(model, root), "loaded");
+  return *std::move(cluster);
+}
+
+// offload_overlap steps each unit as its gradients arrive, during
+// backward: those updates wait for the snapshot too.
+TEST(AsyncSaver, EarlyUpdatesDuringBackwardWaitForTheSnapshot) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(2, 1);
+  run.config.offload = Offload::kOptimizer;
+  run.config.offload_overlap = true;
+  std::unique_ptr<Cluster> cluster = SaveWhileTraining(*model, run, FreshDir("early_updates"));
+  ASSERT_NE(cluster, nullptr);
+  EXPECT_GT(cluster->engine(0).stats().early_unit_updates, 0);
+}
+
+// With the state on NVMe, Start copies on the training thread (only it
+// streams the state file); the engine has no reader to wait for after.
+TEST(AsyncSaver, StateOnNvmeIsCopiedByStart) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(2, 1);
+  run.config.offload = Offload::kOptimizer;
+  run.config.offload_device = OffloadDevice::kNvme;
+  run.config.nvme_path = FreshDir("async_nvme_state");
+  std::unique_ptr<Cluster> cluster = SaveWhileTraining(*model, run, FreshDir("async_nvme"));
+  ASSERT_NE(cluster, nullptr);
+  EXPECT_EQ(cluster->engine(0).stats().owned_state_wait_seconds, 0.0);
+}
+
+// Engine::GuardOwnedState: the calls that change owned state wait for the
+// reader (released 200 ms later by another thread), and count the wait.
+TEST(OwnedStateGuard, StepSetParamAndTheDestructorWaitForTheReader) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  auto guard_all = [&](std::atomic<bool>& released) {
+    auto reader = std::make_shared<std::promise<void>>();
+    const std::shared_future<void> read = reader->get_future().share();
+    for (int r = 0; r < 2; ++r) (*cluster)->engine(r).GuardOwnedState(read);
+    return std::thread([reader, &released] {
+      absl::SleepFor(absl::Milliseconds(200));
+      released = true;
+      reader->set_value();
+    });
+  };
+  std::atomic<bool> step_released{false}, set_released{false}, destroy_released{false};
+  std::thread releaser = guard_all(step_released);
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  EXPECT_TRUE(step_released) << "Step updated while the reader read";
+  releaser.join();
+
+  const std::vector<float> ones((*cluster)->engine(0).layout().params()[0].numel, 1.0f);
+  const double waited_before = (*cluster)->engine(0).stats().owned_state_wait_seconds;
+  releaser = guard_all(set_released);
+  ASSERT_TRUE(AllOk((*cluster)->Run([&](int r) {
+    return (*cluster)->engine(r).SetParam(0, ones);
+  })).ok());
+  EXPECT_TRUE(set_released) << "SetParam wrote while the reader read";
+  EXPECT_GT((*cluster)->engine(0).stats().owned_state_wait_seconds, waited_before + 0.1);
+  releaser.join();
+
+  releaser = guard_all(destroy_released);
+  cluster->reset();
+  EXPECT_TRUE(destroy_released) << "the engine was destroyed while the reader read";
+  releaser.join();
 }
 
 TEST(AsyncSaver, NextStartWaitsForThePreviousSave) {

@@ -47,6 +47,7 @@ SnapshotWriter::SnapshotWriter(size_t segment_bytes, size_t snapshot_bytes)
       result_(absl::FailedPreconditionError("no save was started")) {}
 
 SnapshotWriter::~SnapshotWriter() {
+  if (snapshot_thread_.joinable()) snapshot_thread_.join();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -71,19 +72,26 @@ absl::Status SnapshotWriter::EnsureBuffers(DeviceSystem& devices, size_t count, 
 }
 
 absl::Status SnapshotWriter::Reserve(DeviceSystem& devices, uint64_t file_bytes) {
-  if (thread_.joinable()) return absl::FailedPreconditionError("a save is running");
+  if (running()) return absl::FailedPreconditionError("a save is running");
   return EnsureBuffers(devices, BuffersFor(file_bytes, /*overlap=*/false), /*fault_in=*/true);
 }
 
-void SnapshotWriter::Start(const Participant& rank, std::string path, std::string header,
-                           DataFilePlan plan, bool overlap) {
+std::shared_future<void> SnapshotWriter::Start(const Participant& rank, std::string path,
+                                               std::string header, DataFilePlan plan,
+                                               SnapshotMode mode) {
   header_ = std::move(header);
   plan_ = std::move(plan);
   segments_ = (plan_.bytes + segment_bytes_ - 1) / segment_bytes_;
-  if (absl::Status s = EnsureBuffers(rank.devices, BuffersFor(plan_.bytes, overlap), false);
-      !s.ok()) {
-    result_ = s;
-    return;
+  const bool overlap = mode == SnapshotMode::kOverlap;
+  std::promise<void> taken;
+  std::shared_future<void> snapshot = taken.get_future().share();
+  absl::Status ready = EnsureBuffers(rank.devices, BuffersFor(plan_.bytes, overlap), false);
+  sources_.clear();
+  if (ready.ok() && mode == SnapshotMode::kBackground) ready = PrepareBackground(rank);
+  if (!ready.ok()) {
+    result_ = ready;
+    taken.set_value();
+    return snapshot;
   }
   {
     MutexLock lock(mu_);
@@ -94,27 +102,67 @@ void SnapshotWriter::Start(const Participant& rank, std::string path, std::strin
   }
   // A snapshot that fits in the buffers is taken before the writer starts:
   // the checksums and transfers would otherwise share the cores and the
-  // memory bandwidth with the copy training waits for (measured on 2 cores:
-  // Start blocked 0.04-0.09 of a Save instead of 0.11-0.26).
+  // memory bandwidth with the copy (measured on 2 cores: Start blocked
+  // 0.04-0.09 of a Save instead of 0.11-0.26).
   const bool write_after = !overlap && buffers_->count() >= segments_;
   if (!write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, path);
+  if (mode == SnapshotMode::kBackground) {
+    // `rank` is the caller's and may go: the thread keeps a copy of it.
+    snapshot_thread_ = std::thread(
+        [this, rank, write_after, path = std::move(path), taken = std::move(taken)]() mutable {
+          FillAll(rank, /*checksum=*/false);
+          taken.set_value();
+          if (write_after) WriteAll(std::move(path));
+        });
+    return snapshot;
+  }
+  FillAll(rank, /*checksum=*/overlap);
+  taken.set_value();
+  if (write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
+  return snapshot;
+}
+
+void SnapshotWriter::FillAll(const Participant& rank, bool checksum) {
   for (size_t s = 0; s < segments_; ++s) {
     std::byte* buffer = Acquire();
-    if (buffer == nullptr) break;  // the writer failed: Finish says why
+    if (buffer == nullptr) return;  // the writer failed: Finish says why
     absl::Status filled = Fill(rank, s, buffer);
     std::optional<Sums> sums;
-    if (filled.ok() && overlap) {
+    if (filled.ok() && checksum) {
       absl::StatusOr<Sums> taken = Checksum(s, buffer);
       if (taken.ok()) sums = *std::move(taken);
       filled = taken.status();
     }
     Push({s, buffer, filled, std::move(sums)});
-    if (!filled.ok()) break;
+    if (!filled.ok()) return;
   }
-  if (write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
+}
+
+absl::Status SnapshotWriter::PrepareBackground(const Participant& rank) {
+  Engine& engine = rank.engine;
+  if (!engine.nvme_file().empty()) {
+    return absl::InternalError("a background snapshot of state on NVMe (no addresses)");
+  }
+  if (copy_stream_ == nullptr || copy_stream_->device() != engine.stream()->device()) {
+    ASSIGN_OR_RETURN(copy_stream_, rank.devices.CreateStream(engine.stream()->device()));
+  }
+  for (int u = 0; u < static_cast<int>(engine.layout().units().size()); ++u) {
+    const Engine::OwnedState owned = engine.owned_state(u);
+    std::vector<const float*>& unit = sources_.emplace_back(1, owned.master);
+    unit.insert(unit.end(), owned.state.begin(), owned.state.end());
+  }
+  // After the last Step's updates (stream()) and its all-gather, which
+  // writes the whole parameters that hold the masters when they are not
+  // kept apart (comm_stream()).
+  for (Stream* stream : {engine.stream(), engine.comm_stream()}) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Event> done, stream->Record());
+    RETURN_IF_ERROR(copy_stream_->Wait(done));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<WrittenFile> SnapshotWriter::Finish() {
+  if (snapshot_thread_.joinable()) snapshot_thread_.join();
   if (thread_.joinable()) thread_.join();
   return std::exchange(result_, absl::FailedPreconditionError("no save was started"));
 }
@@ -142,15 +190,15 @@ absl::Status SnapshotWriter::Fill(const Participant& rank, size_t segment, std::
   if (begin < header_.size()) {
     std::memcpy(buffer, header_.data() + begin, std::min<uint64_t>(end, header_.size()) - begin);
   }
+  const std::vector<Unit>& units = engine.layout().units();  // immutable: any thread
   RETURN_IF_ERROR(ForEachPiece(plan_, begin, end, [&](size_t i, uint64_t a, uint64_t b) {
     const PlannedChunk& c = plan_.chunks[i];
-    const size_t at = c.shard_index - engine.layout().units()[c.unit].shard_offset +
-                      (a - c.offset) / sizeof(float);
-    return EnqueueCopyToHost(engine, c.unit, c.buffer, at,
-                             reinterpret_cast<float*>(buffer + (a - begin)),
-                             (b - a) / sizeof(float));
+    const size_t at = c.shard_index - units[c.unit].shard_offset + (a - c.offset) / sizeof(float);
+    float* to = reinterpret_cast<float*>(buffer + (a - begin));
+    if (!sources_.empty()) return copy_stream_->Copy(to, sources_[c.unit][c.buffer] + at, b - a);
+    return EnqueueCopyToHost(engine, c.unit, c.buffer, at, to, (b - a) / sizeof(float));
   }));
-  return engine.stream()->Synchronize();
+  return (sources_.empty() ? engine.stream() : copy_stream_)->Synchronize();
 }
 
 // While the segment is still in cache, on whichever thread filled it or on
