@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -51,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
         std::string(host_pool->source_name()), std::string(DeviceKindName(system->kind()))));
   }
   std::unique_ptr<NvmeStore> nvme;
+  std::unique_ptr<IoThread> io;
   if (!options.nvme_path.empty()) {
     if (options.host_budget_bytes == 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -64,17 +66,20 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
     ASSIGN_OR_RETURN(nvme, NvmeStore::Create(options.nvme_path, name,
                                              {.has_bytes = system->backend().has_bytes(),
                                               .direct = options.direct_io,
-                                              .write_fault = options.nvme_write_fault}));
+                                              .write_fault = options.nvme_write_fault,
+                                              .read_fault = options.nvme_read_fault}));
+    ASSIGN_OR_RETURN(io, IoThread::Create());
   }
   ASSIGN_OR_RETURN(Stream* in, system->CreateStream(device));
   ASSIGN_OR_RETURN(Stream* out, system->CreateStream(device));
   return std::unique_ptr<Pager>(new Pager(system, device, host_pool, in, out,
-                                          options.budget_bytes, std::move(nvme),
+                                          options.budget_bytes, std::move(nvme), std::move(io),
                                           options.host_budget_bytes));
 }
 
 Pager::Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream* in,
-             Stream* out, size_t budget, std::unique_ptr<NvmeStore> nvme, size_t host_budget)
+             Stream* out, size_t budget, std::unique_ptr<NvmeStore> nvme,
+             std::unique_ptr<IoThread> io, size_t host_budget)
     : system_(system),
       device_(device),
       device_pool_(system->pool(device)),
@@ -83,6 +88,7 @@ Pager::Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream
       out_(out),
       has_bytes_(system->backend().has_bytes()),
       nvme_(std::move(nvme)),
+      io_(std::move(io)),
       host_budget_(nvme_ != nullptr ? host_budget : 0),
       budget_(budget) {
   stats_.budget = budget;
@@ -94,6 +100,7 @@ Pager::~Pager() {
   (void)in_->Synchronize();
   (void)out_->Synchronize();
   for (auto& [id, t] : tensors_) {
+    if (t.reading.valid()) t.reading.wait();  // it writes t.host
     for (const auto& e : t.uses) (void)e->Synchronize();
     if (t.device != nullptr) (void)device_pool_.Deallocate(t.device, t.bytes, out_);
     if (t.host != nullptr) (void)host_pool_->Deallocate(t.host, StagingBytes(t), nullptr);
@@ -157,6 +164,7 @@ absl::Status Pager::Unregister(TensorHandle handle) {
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   RETURN_IF_ERROR(CheckNotHeld(*t, "unregister"));
+  (void)FinishRead(*t);  // its outcome no longer matters, its block does
   // Both blocks are freed on the page-out stream once it has waited for
   // every copy and use, so whoever gets them next waits for all of that.
   RETURN_IF_ERROR(OrderOutAfterUses(*t));
@@ -181,6 +189,7 @@ absl::StatusOr<Pager::Pin> Pager::Acquire(TensorHandle handle, Stream* stream, A
         "pager: acquire on a stream of device %d; the pager serves device %d", stream->device(),
         device_));
   }
+  AwaitRead(handle);  // a prefetched read the page-in would wait for under the lock
   std::vector<std::shared_ptr<Event>> after;  // the copy in, earlier holders' work
   void* data = nullptr;
   size_t bytes = 0;
@@ -233,6 +242,7 @@ absl::Status Pager::Release(TensorHandle handle, Stream* stream) {
 }
 
 absl::Status Pager::PageIn(TensorHandle handle) {
+  AwaitRead(handle);
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   if (t->device != nullptr) return absl::OkStatus();
@@ -260,9 +270,17 @@ absl::StatusOr<int> Pager::Prefetch(int n) {
   for (uint64_t id : forecast_.Upcoming(position_, n)) {
     auto it = tensors_.find(id);
     if (it == tensors_.end() || it->second.device != nullptr) continue;
+    Tensor& t = it->second;
+    // Still reading: the next Prefetch or the Acquire copies it up.
+    if (t.reading.valid() &&
+        t.reading.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      continue;
+    }
     // Evict only what is needed later than this one; otherwise a prefetch
     // could push out a tensor the next acquire wants.
-    absl::Status status = PageInLocked(it->second, NextUse(id) + 1);
+    const bool in_file_only = nvme_ != nullptr && t.host == nullptr && nvme_->written(t.slot);
+    absl::Status status = in_file_only ? StartRead(t, NextUse(id) + 1)
+                                       : PageInLocked(t, NextUse(id) + 1);
     if (absl::IsResourceExhausted(status)) continue;  // a smaller later one may fit
     RETURN_IF_ERROR(status);
     ++started;

@@ -9,11 +9,16 @@
 // under a host budget: a page-in reads the file into a staging block and
 // copies it up; a page-out copies down into one; staging blocks are written
 // back (O_DIRECT) and freed, furthest next use first, to stay in the budget.
-// File reads and writes run on the calling thread under the pager's lock;
-// Prefetch reads ahead from the file. Copies run on two copy streams of the device, one
-// per direction, so an eviction's copy-out overlaps the next copy-in and both
-// overlap compute; Prefetch starts the next tensors' copies while the current
-// ones are in use. Events order copies against the acquirers' streams.
+// Prefetch reads ahead from the file on the pager's I/O thread (one read at
+// a time, in the recorded order) while the caller computes and the pager
+// serves other threads; the next Prefetch that finds such a tensor read
+// copies it up, or its Acquire does (waiting, outside the pager's lock,
+// for a read still in flight). Other file reads and the write-backs that
+// make room run on the calling thread under the lock. Copies run on two
+// copy streams of the device, one per direction, so an eviction's copy-out
+// overlaps the next copy-in and both overlap compute; Prefetch starts the
+// next tensors' copies while the current ones are in use. Events order
+// copies against the acquirers' streams.
 //
 // The pager never holds more than `budget_bytes` of device memory (tensor
 // bytes). When a page-in needs room it evicts an unheld resident tensor: the
@@ -30,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +53,7 @@
 #include "memory/tag.h"
 #include "offload/host_pool.h"
 #include "offload/internal/access_order.h"
+#include "offload/internal/io_thread.h"
 #include "offload/internal/nvme_store.h"
 
 namespace zero {
@@ -78,6 +85,7 @@ struct PagerOptions {
   bool direct_io = true;  // O_DIRECT where the filesystem allows it
   // Test-only: fails file writes on demand (see NvmeStoreOptions).
   std::function<absl::Status(uint64_t offset, size_t bytes)> nvme_write_fault;
+  std::function<absl::Status(uint64_t offset, size_t bytes)> nvme_read_fault;  // reads, alike
 };
 
 struct PagerStats {
@@ -146,7 +154,10 @@ class Pager {
   absl::Status PageOut(TensorHandle handle, Residency to = Residency::kHost);
   // Starts paging in the next `n` distinct tensors of the recorded order
   // (from the current position of this step) that are not resident, evicting
-  // only tensors needed later than they are. Returns how many it started.
+  // only tensors needed later than they are: a copy up from host memory, or
+  // for a tensor only in the NVMe file, its read into host staging (a read
+  // that fails is dropped; the Acquire reads again and says why). Returns
+  // how many it started.
   absl::StatusOr<int> Prefetch(int n);
 
   // Records the sequence of Acquire calls until EndStep; it becomes the
@@ -181,13 +192,21 @@ class Pager {
     uint64_t slot = 0;        // NVMe: its slot in the file, for life
     bool host_dirty = false;  // NVMe: the host block is newer than the file
     int holds = 0;            // live Pins
+    // NVMe: Prefetch's read of the file into `host`, in flight on the I/O
+    // thread until FinishRead takes its outcome, read_status (the block is
+    // off limits till then). The status is moved across, never copied: a
+    // copy shares a count that sanitizers cannot see (absl is not built
+    // with them).
+    std::shared_future<absl::Status> reading;
+    std::shared_ptr<absl::Status> read_status;
     uint64_t last_use = 0;    // LRU clock
     std::shared_ptr<Event> ready;  // after the copy that made the current copy
     std::vector<std::shared_ptr<Event>> uses;  // acquirers' work on the device copy
   };
 
   Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream* in, Stream* out,
-        size_t budget, std::unique_ptr<NvmeStore> nvme, size_t host_budget);
+        size_t budget, std::unique_ptr<NvmeStore> nvme, std::unique_ptr<IoThread> io,
+        size_t host_budget);
 
   absl::StatusOr<Tensor*> Find(TensorHandle handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FailedPrecondition naming `verb` ("page out") while `t` is held.
@@ -223,6 +242,13 @@ class Pager {
   absl::Status FreeStaging(Tensor& t, Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // File -> staging block, when the file holds `t`'s nearest copy.
   absl::Status StageIn(Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Prefetch's StageIn: the read queued on the I/O thread, `t` staged at once.
+  absl::Status StartRead(Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for `t`'s read in flight, if any: its block then holds the file's
+  // bytes, or (the read failed: its error) is freed again.
+  absl::Status FinishRead(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same wait, outside the lock (other threads go on meanwhile).
+  void AwaitRead(TensorHandle handle) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes the staging block to the file if newer, then frees it.
   absl::Status WriteBack(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Tensor* PickStagingVictim(size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -235,6 +261,8 @@ class Pager {
   Stream* const out_;  // page-out copies
   const bool has_bytes_;
   const std::unique_ptr<NvmeStore> nvme_;  // null: no NVMe tier
+  // NVMe tier: Prefetch's reads. After nvme_, so it stops first.
+  const std::unique_ptr<IoThread> io_;
   const size_t host_budget_;               // NVMe tier: staging bytes
 
   mutable Mutex mu_;

@@ -3,6 +3,7 @@
 // written back before it is freed, so evicting from host memory never loses
 // data; a failed write keeps the block (and the data) where it was.
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -60,6 +61,8 @@ absl::Status Pager::FreeStaging(Tensor& t, Stream* stream) {
 }
 
 absl::Status Pager::StageIn(Tensor& t, size_t min_next_use) {
+  // A read ahead that failed freed its block: read again, and say why.
+  (void)FinishRead(t);
   if (t.device != nullptr || t.host != nullptr || !nvme_->written(t.slot)) {
     return absl::OkStatus();  // a nearer copy, or no data yet
   }
@@ -75,7 +78,47 @@ absl::Status Pager::StageIn(Tensor& t, size_t min_next_use) {
   return absl::OkStatus();
 }
 
+absl::Status Pager::StartRead(Tensor& t, size_t min_next_use) {
+  const Residency from = Where(t);
+  RETURN_IF_ERROR(AllocateStaging(t, min_next_use));
+  NvmeStore* store = nvme_.get();
+  t.read_status = std::make_shared<absl::Status>();
+  t.reading = io_->Submit([store, slot = t.slot, host = t.host, out = t.read_status] {
+                    *out = store->Read(slot, host);
+                    return absl::OkStatus();
+                  }).share();
+  Recount(t, from);
+  return absl::OkStatus();
+}
+
+absl::Status Pager::FinishRead(Tensor& t) {
+  if (!t.reading.valid()) return absl::OkStatus();
+  std::exchange(t.reading, {}).wait();
+  absl::Status read = std::move(*std::exchange(t.read_status, nullptr));
+  if (read.ok()) {
+    t.host_valid = true;
+    return read;
+  }
+  const Residency from = Where(t);
+  (void)FreeStaging(t, nullptr);  // the file still holds the tensor
+  Recount(t, from);
+  return Annotate(read, absl::StrFormat("pager: reading ahead tensor '%s'", t.name));
+}
+
+void Pager::AwaitRead(TensorHandle handle) {
+  std::shared_future<absl::Status> reading;
+  {
+    MutexLock lock(mu_);
+    auto it = tensors_.find(handle.id);
+    if (it == tensors_.end()) return;
+    reading = it->second.reading;
+  }
+  if (reading.valid()) reading.wait();
+}
+
 absl::Status Pager::WriteBack(Tensor& t) {
+  // Read ahead but not used: the file holds it; a failed read freed the block.
+  if (t.reading.valid() && !FinishRead(t).ok()) return absl::OkStatus();
   // The last copy into (or out of) the block must be done before the host
   // reads it for the file or hands it back.
   if (t.ready != nullptr && !t.ready->Query()) RETURN_IF_ERROR(t.ready->Synchronize());

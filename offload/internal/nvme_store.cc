@@ -186,6 +186,7 @@ absl::StatusOr<uint32_t> NvmeStore::ReadUnchecked(uint64_t slot, void* data) {
     }
     expected = *s->crc;
   }
+  if (options_.read_fault) RETURN_IF_ERROR(options_.read_fault(slot, bytes));
   if (file_.has_value()) {
     absl::Status read = file_->ReadAt(slot, data, Padded(bytes));
     if (!read.ok()) {

@@ -36,6 +36,8 @@ struct NvmeStoreOptions {
   // whichever threads write, maybe at once); an error fails that write as
   // the disk would.
   std::function<absl::Status(uint64_t offset, size_t bytes)> write_fault;
+  // The same before each slot read (test-only: to fail or hold a read).
+  std::function<absl::Status(uint64_t offset, size_t bytes)> read_fault;
 };
 
 struct NvmeStoreStats {

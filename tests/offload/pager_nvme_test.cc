@@ -8,12 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "base/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -115,6 +118,18 @@ class PagerNvmeTest : public ::testing::Test {
     return "";
   }
   Residency Where(TensorHandle h) { return pager_->residency(h).value(); }
+  // Tensors A, B, C holding patterns 0, 1, 2, all in the file, with a
+  // recorded step that uses them in that order; a new step has used A.
+  std::vector<TensorHandle> ThreeInTheFile() {
+    std::vector<TensorHandle> t = {Register("A"), Register("B"), Register("C")};
+    EXPECT_TRUE(pager_->BeginStep().ok());
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(Write(t[i], i).ok());
+    EXPECT_TRUE(pager_->EndStep().ok());
+    for (TensorHandle h : t) EXPECT_TRUE(pager_->PageOut(h, Residency::kNvme).ok());
+    EXPECT_TRUE(pager_->BeginStep().ok());
+    EXPECT_EQ(Check(t[0], 0), "");
+    return t;
+  }
 
   std::unique_ptr<DeviceSystem> system_;
   std::unique_ptr<PinnedHostPool> host_;
@@ -195,22 +210,88 @@ TEST_F(PagerNvmeTest, HostEvictionFollowsTheRecordedOrder) {
 
 TEST_F(PagerNvmeTest, PrefetchReadsAheadFromTheFile) {
   MakePager(2 * kUnit, 2 * kUnit);
-  std::vector<TensorHandle> t = {Register("A"), Register("B"), Register("C")};
-  ASSERT_TRUE(pager_->BeginStep().ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Write(t[i], i).ok());
-  ASSERT_TRUE(pager_->EndStep().ok());
-  for (TensorHandle h : t) ASSERT_TRUE(pager_->PageOut(h, Residency::kNvme).ok());
-
-  ASSERT_TRUE(pager_->BeginStep().ok());
-  ASSERT_TRUE(Use(t[0], Access::kRead).ok());
+  const std::vector<TensorHandle> t = ThreeInTheFile();
   const uint64_t reads = pager_->stats().file_reads;
-  EXPECT_EQ(*pager_->Prefetch(1), 1);
+  EXPECT_EQ(*pager_->Prefetch(1), 1) << "B's read started";
+  EXPECT_EQ(Where(t[1]), Residency::kHost) << "staged for the read, not yet copied up";
+  // The read runs on the pager's I/O thread: until it is done, Prefetch
+  // leaves B be; then it copies B up.
+  int started = 0;
+  for (int i = 0; i < 5000 && started == 0; ++i) {
+    started = *pager_->Prefetch(1);
+    if (started == 0) absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(started, 1) << "B, read, is copied up";
   EXPECT_EQ(pager_->stats().file_reads, reads + 1) << "B came from the file";
   EXPECT_EQ(Where(t[1]), Residency::kDevice);
   const PagerStats before = pager_->stats();
   EXPECT_EQ(Check(t[1], 1), "");
   EXPECT_EQ(pager_->stats().page_ins, before.page_ins) << "the acquire found B resident";
-  EXPECT_EQ(pager_->stats().file_reads, before.file_reads);
+  EXPECT_EQ(pager_->stats().file_reads, reads + 1) << "B was read once";
+  ASSERT_TRUE(pager_->EndStep().ok());
+}
+
+// A read ahead held on the disk: Prefetch returns, the pager serves other
+// tensors meanwhile (the read is not under its lock), and B's Acquire
+// waits for the read and uses it (one read of B in all).
+TEST_F(PagerNvmeTest, APrefetchedReadRunsWhileThePagerServesOthers) {
+  std::atomic<bool> hold{false}, release{false}, let_go{false};
+  std::atomic<int> held{0};
+  options_.nvme_read_fault = [&](uint64_t, size_t) {
+    if (hold) {
+      ++held;
+      for (int i = 0; i < 5000 && !release; ++i) absl::SleepFor(absl::Milliseconds(1));
+      let_go = true;  // by the test, or by the 5 s deadline
+    }
+    return absl::OkStatus();
+  };
+  MakePager(2 * kUnit, 3 * kUnit);
+  const std::vector<TensorHandle> t = ThreeInTheFile();
+  const uint64_t reads = pager_->stats().file_reads;
+  hold = true;
+  EXPECT_EQ(*pager_->Prefetch(1), 1);
+  for (int i = 0; i < 5000 && held == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(held, 1) << "B's read reached the disk";
+  EXPECT_EQ(Check(t[0], 0), "") << "A, on the device, while B's read is held";
+  EXPECT_TRUE(pager_->residency(t[2]).ok());
+  EXPECT_FALSE(let_go) << "Prefetch, or A's acquire, waited for B's read";
+  hold = false;
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    release = true;
+  });
+  EXPECT_EQ(Check(t[1], 1), "") << "B's acquire waited for its read";
+  EXPECT_TRUE(release);
+  releaser.join();
+  EXPECT_EQ(pager_->stats().file_reads, reads + 1);
+  ASSERT_TRUE(pager_->EndStep().ok());
+}
+
+// A read ahead that fails is dropped: B stays in the file, its Acquire
+// reads again; when the disk keeps failing, the Acquire says so.
+TEST_F(PagerNvmeTest, AFailedReadAheadLeavesTheTensorInTheFile) {
+  std::atomic<int> failures{0};
+  options_.nvme_read_fault = [&](uint64_t, size_t) {
+    if (failures == 0) return absl::OkStatus();
+    --failures;
+    return absl::DataLossError("the disk refused the read");
+  };
+  MakePager(2 * kUnit, 2 * kUnit);
+  const std::vector<TensorHandle> t = ThreeInTheFile();
+  failures = 1;
+  EXPECT_EQ(*pager_->Prefetch(1), 1);
+  EXPECT_EQ(Check(t[1], 1), "") << "read again by the acquire";
+  ASSERT_TRUE(pager_->EndStep().ok());
+  ASSERT_TRUE(pager_->PageOut(t[1], Residency::kNvme).ok());
+  ASSERT_TRUE(pager_->BeginStep().ok());
+  ASSERT_EQ(Check(t[0], 0), "");
+  failures = 2;  // the read ahead, then the acquire's
+  EXPECT_EQ(*pager_->Prefetch(1), 1);
+  const std::string failed = Check(t[1], 1);
+  EXPECT_THAT(failed, HasSubstr("the disk refused the read"));
+  EXPECT_THAT(failed, HasSubstr("'B'"));
+  EXPECT_EQ(Where(t[1]), Residency::kNvme);
+  EXPECT_EQ(Check(t[1], 1), "") << "and reads it once the disk does";
   ASSERT_TRUE(pager_->EndStep().ok());
 }
 

@@ -3,6 +3,7 @@
 // reads and writes queued on compute streams, explicit moves, prefetch and
 // recorded steps. Every tensor keeps its bytes (checksums), and the budget
 // holds after every operation, in the pager's books and the device pool's.
+// Again with the NVMe tier (file reads ahead and write-backs racing).
 // The soak (ZERO_SOAK_SECONDS: run that long, at least kOpsPerThread per
 // thread; bench/soak.sh runs minutes) does the same on streams in the delay
 // mode while one thread changes the budget.
@@ -77,7 +78,13 @@ class PagerStressTest : public ::testing::Test {
     auto host = PinnedHostPool::Create(system_.get(), 16 * kMiB, {.arena_bytes = 4 * kMiB});
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = std::move(*host);
-    auto pager = Pager::Create(system_.get(), 0, host_.get(), {.budget_bytes = kBudget});
+    PagerOptions options{.budget_bytes = kBudget};
+    if (nvme_) {  // staging for a few tensors per thread: write-backs and read-aheads race
+      const char* tmp = std::getenv("TEST_TMPDIR");
+      options.nvme_path = tmp != nullptr ? tmp : "/tmp";
+      options.host_budget_bytes = 2 * kMiB;
+    }
+    auto pager = Pager::Create(system_.get(), 0, host_.get(), options);
     ASSERT_TRUE(pager.ok()) << pager.status();
     pager_ = std::move(*pager);
   }
@@ -123,7 +130,9 @@ class PagerStressTest : public ::testing::Test {
         break;
       }
       case 3:
-        ASSERT_TRUE(pager_->PageOut(t.handle).ok());
+        ASSERT_TRUE(pager_->PageOut(t.handle, nvme_ && rng() % 2 ? Residency::kNvme
+                                                                  : Residency::kHost)
+                        .ok());
         break;
       case 4:
         ASSERT_TRUE(pager_->PageIn(t.handle).ok());
@@ -156,6 +165,7 @@ class PagerStressTest : public ::testing::Test {
   std::atomic<int> stream_mismatches_{0};
   bool in_step_ = false;  // thread 0 only
   absl::Duration soak_;   // zero: the short run
+  bool nvme_ = false;     // the pager's NVMe tier under the host tier
 };
 
 void PagerStressTest::RunAndCheck() {
@@ -209,7 +219,11 @@ void PagerStressTest::RunAndCheck() {
   EXPECT_GT(s.evictions, 0u);
   EXPECT_GT(s.bytes_paged_out, 0u);
   EXPECT_GT(s.bytes_paged_in, 0u);
-  EXPECT_EQ(s.device_bytes + s.host_bytes, [&] {
+  if (nvme_) {
+    EXPECT_GT(s.prefetches, 0u);
+    EXPECT_GT(s.file_reads, 0u);
+  }
+  EXPECT_EQ(s.device_bytes + s.host_bytes + s.nvme_bytes, [&] {
     size_t total = 0;
     for (const auto& mine : owned) for (const Owned& t : mine) total += t.bytes;
     return total;
@@ -218,6 +232,18 @@ void PagerStressTest::RunAndCheck() {
 }
 
 TEST_F(PagerStressTest, RandomMovesFromFourThreadsKeepBytesWithinBudget) { RunAndCheck(); }
+
+// The same over the NVMe tier: page-outs to the file, write-backs that make
+// room in the staging, and Prefetch's reads on the I/O thread, all at once.
+class PagerStressNvmeTest : public PagerStressTest {
+ protected:
+  void SetUp() override {
+    nvme_ = true;
+    PagerStressTest::SetUp();
+  }
+};
+
+TEST_F(PagerStressNvmeTest, RandomMovesThroughTheFileKeepBytesWithinBudgets) { RunAndCheck(); }
 
 // Streams in the delay mode and a budget that moves between kMinBudget and
 // kBudget while the others page: ZERO_SOAK_SECONDS (default 1) of it.
