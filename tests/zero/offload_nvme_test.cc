@@ -1,7 +1,8 @@
 // ZeRO-Infinity: master weights and optimizer state in a file per rank
 // (offload_device nvme), stepped chunk by chunk. Training equals the host
 // offload bit for bit at every stage and precision, host memory holds only
-// the staging, and a folder that cannot hold the file is an error on every rank.
+// the staging, and a folder that cannot hold the file (missing, or not
+// writable) is an error on every rank.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -115,6 +116,30 @@ TEST(OffloadNvme, AFolderThatCannotHoldTheFileIsAnErrorOnEveryRank) {
   for (int r = 0; r < run.world; ++r) {
     EXPECT_FALSE(ranks[r].status.ok()) << "rank " << r;
     EXPECT_THAT(std::string(ranks[r].status.message()), ::testing::HasSubstr("/no/such/folder"))
+        << "rank " << r;
+  }
+}
+
+TEST(OffloadNvme, AFolderThatIsNotWritableIsAnErrorOnEveryRank) {
+  std::unique_ptr<Model> model = WideModel();
+  TrainingRun run = NvmeRun(HostOffloadRun(2, Offload::kOptimizer, DType::kF32, true));
+  run.config.nvme_path = Folder() + "/read_only";
+  run.steps = 1;
+  ASSERT_EQ(mkdir(run.config.nvme_path.c_str(), 0555) == 0 || errno == EEXIST, true);
+  ASSERT_EQ(chmod(run.config.nvme_path.c_str(), 0555), 0);
+  (void)absl::ErrnoToStatus(EACCES, "warm-up");  // as above: before the ranks' threads
+  std::vector<RankResult> ranks;
+  {
+    WithoutPermissionOverride guard;
+    if (!WithoutPermissionOverride::Refused(run.config.nvme_path)) {
+      GTEST_SKIP() << "this process writes into a 0555 folder (permissions not enforced here)";
+    }
+    ranks = TrainWithEngine(*model, run, AdamW());
+  }
+  for (int r = 0; r < run.world; ++r) {
+    EXPECT_EQ(ranks[r].status.code(), absl::StatusCode::kPermissionDenied)
+        << "rank " << r << ": " << ranks[r].status;
+    EXPECT_THAT(std::string(ranks[r].status.message()), ::testing::HasSubstr("/read_only"))
         << "rank " << r;
   }
 }

@@ -1,6 +1,12 @@
-// What the engine tests share: the optimizer they train with and the
-// bit-for-bit comparison of parameter sets.
+// What the engine tests share: the optimizer they train with, the
+// bit-for-bit comparison of parameter sets, and running without root's
+// override of file permissions.
 #pragma once
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -45,5 +51,36 @@ inline TrainingRun OffloadRun(int stage, Offload offload, size_t capacity) {
   run.config.max_live_elements = 80'000;
   return run;
 }
+
+// Root writes anywhere: until it goes, this thread (and the threads it
+// starts, which inherit it) runs without the capabilities that override
+// file permissions. Capabilities are per thread; the test's others keep theirs.
+class WithoutPermissionOverride {
+ public:
+  WithoutPermissionOverride() {
+    if (syscall(SYS_capget, &header_, saved_) != 0) return;
+    __user_cap_data_struct dropped[2] = {saved_[0], saved_[1]};
+    dropped[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    dropped_ = syscall(SYS_capset, &header_, dropped) == 0;
+  }
+  ~WithoutPermissionOverride() {
+    if (dropped_) (void)syscall(SYS_capset, &header_, saved_);
+  }
+  // Whether this thread is now refused a new file in `folder` (mode 0555):
+  // false where permissions are not enforced at all (skip the test there).
+  static bool Refused(const std::string& folder) {
+    const std::string probe = folder + "/probe";
+    const int fd = open(probe.c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) return true;
+    close(fd);
+    unlink(probe.c_str());
+    return false;
+  }
+
+ private:
+  __user_cap_header_struct header_{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved_[2] = {};
+  bool dropped_ = false;
+};
 
 }  // namespace zero::testing_model

@@ -4,7 +4,10 @@
 // and the copy must wait for the writer); the next Start waits for the
 // previous save; a saver destroyed before Wait publishes nothing; errors
 // reach every rank. And the engine's guard of its owned state.
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cerrno>
 #include <future>
 #include <memory>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "base/status_macros.h"
 #include "tests/zero/checkpoint/expect.h"
+#include "tests/zero/test_util.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/file_io.h"
 
@@ -320,6 +324,31 @@ TEST(AsyncSaver, UnwritableRootFailsOnEveryRank) {
   for (const absl::Status& s : statuses) {
     EXPECT_FALSE(s.ok());
     EXPECT_THAT(s.message(), HasSubstr(file));
+  }
+}
+
+// A root this process may not write into (EACCES; root, which writes
+// anywhere, without that override): every rank says so, naming it.
+TEST(AsyncSaver, ARootThatIsNotWritableFailsOnEveryRank) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string root = FreshDir("read_only_root");
+  ASSERT_EQ(chmod(root.c_str(), 0555), 0);
+  Savers savers = MakeSavers(**cluster, {});
+  (void)absl::ErrnoToStatus(EACCES, "warm-up");  // abseil's strerror table, before the threads
+  std::vector<absl::Status> statuses;
+  {
+    WithoutPermissionOverride guard;
+    if (!WithoutPermissionOverride::Refused(root)) {
+      GTEST_SKIP() << "this process writes into a 0555 folder (permissions not enforced here)";
+    }
+    statuses = (*cluster)->Run([&](int r) { return savers[r]->Start(root); });
+  }
+  for (const absl::Status& s : statuses) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr(root));
+    EXPECT_THAT(s.message(), HasSubstr("Permission denied"));
   }
 }
 
