@@ -14,14 +14,15 @@ gradient_accumulation_steps = k, call optimizer.step() after k backward
 passes and do not divide the loss by k: the engine averages.
 
 Checkpoints (_checkpoint.py): save_checkpoint / load_checkpoint (sharded,
-any process count in and out), state_dict / load_state_dict (the model's own
+any process count in and out; blocking=False saves while training goes
+on), state_dict / load_state_dict (the model's own
 keys, whole), consolidate (fp32 masters to safetensors). memory_summary
 (_memory.py): this rank's pool and its model-state bytes beside the ZeRO
 formula. build_info(): whether the loaded library is an optimized build
 (`bazel build -c opt //zero/capi:zero_engine`; wrap warns once if not)."""
 
-from ._checkpoint import (consolidate, load_checkpoint, load_state_dict, read_safetensors,
-                          save_checkpoint, state_dict)
+from ._checkpoint import (PendingCheckpoint, consolidate, load_checkpoint, load_state_dict,
+                          read_safetensors, save_checkpoint, state_dict)
 from ._lib import ZeroError, build_info
 from ._memory import model_state_formula
 from ._memory import summary as memory_summary
@@ -29,4 +30,5 @@ from ._wrap import ZeroOptimizer, full_parameters, wrap
 
 __all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary",
            "model_state_formula", "save_checkpoint", "load_checkpoint", "state_dict",
-           "load_state_dict", "consolidate", "read_safetensors", "build_info"]
+           "load_state_dict", "consolidate", "read_safetensors", "build_info",
+           "PendingCheckpoint"]

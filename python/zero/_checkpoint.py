@@ -3,7 +3,8 @@
 - save_checkpoint / load_checkpoint: the engine's sharded checkpoints
   (zero/checkpoint/checkpoint.h): each rank writes what it owns (fp32
   masters, optimizer state, step count, loss scaler), and any number of
-  processes at any stage loads them. Learning rates and schedulers are not
+  processes at any stage loads them; blocking=False saves while training
+  goes on (PendingCheckpoint.wait() publishes). Learning rates and schedulers are not
   in them (as DeepSpeed's client state): save the scheduler's state_dict
   yourself.
 - state_dict: the model's own state_dict, consolidated (whole parameters
@@ -26,13 +27,43 @@ from ._wrap import gathered
 from ._wrap import state_of as _state
 
 
-def save_checkpoint(model, root):
+def save_checkpoint(model, root, blocking=True):
     """Collective, between steps: writes root/step-N/ and repoints
     root/latest; returns the folder written. On error `latest` still names
-    the previous checkpoint."""
+    the previous checkpoint.
+
+    blocking=False returns a PendingCheckpoint as soon as the processes
+    agree on the folder: training goes on while a thread copies this rank's
+    state (the next optimizer step waits for that copy, forward and backward
+    do not) and the file is written in the background. Its wait() publishes
+    it; a later save_checkpoint waits for it first."""
     state = _state(model)
     state.check_between_steps("save_checkpoint")
-    return state.engine.save(os.fspath(root))
+    if state.pending_checkpoint is not None:
+        state.pending_checkpoint.wait()
+    if blocking:
+        return state.engine.save(os.fspath(root))
+    state.engine.save_start(os.fspath(root))
+    state.pending_checkpoint = PendingCheckpoint(state)
+    return state.pending_checkpoint
+
+
+class PendingCheckpoint:
+    """An asynchronous save_checkpoint in flight."""
+
+    def __init__(self, state):
+        self._state = state
+        self._folder = None
+
+    def wait(self):
+        """Collective: waits until every process's file is written, then
+        publishes the checkpoint (repoints `latest`); returns its folder. On
+        error (the same on every process) `latest` still names the previous
+        checkpoint. Again after it returned: the same folder."""
+        if self._folder is None:
+            self._state.pending_checkpoint = None
+            self._folder = self._state.engine.save_wait()
+        return self._folder
 
 
 def load_checkpoint(model, path):

@@ -132,17 +132,31 @@ class Engine:
                           "stats")
         return json.loads(text)
 
-    def save(self, root):
-        """Collective: the checkpoint folder written under `root`."""
-        # One call only (a second would write a second checkpoint): the
-        # buffer holds any path the file system allows.
+    def _path(self, call, what):
+        """A folder the C ABI returns from a call made once (a second would
+        write a second checkpoint): the buffer holds any path the file
+        system allows."""
         needed = ctypes.c_size_t()
         buffer = ctypes.create_string_buffer(1 << 16)
-        self.order.before_engine()
-        self._check(self._lib.zero_engine_save(self.handle, root.encode(), buffer, len(buffer),
-                                               ctypes.byref(needed)),
-                    "saving a checkpoint under '%s'" % root)
+        self._check(call(buffer, len(buffer), ctypes.byref(needed)), what)
         return buffer.value.decode()
+
+    def save(self, root):
+        """Collective: the checkpoint folder written under `root`."""
+        self.order.before_engine()
+        return self._path(lambda *out: self._lib.zero_engine_save(self.handle, root.encode(), *out),
+                          "saving a checkpoint under '%s'" % root)
+
+    def save_start(self, root):
+        """Collective: starts an asynchronous save under `root`."""
+        self.order.before_engine()
+        self._check(self._lib.zero_engine_save_start(self.handle, root.encode()),
+                    "starting a checkpoint under '%s'" % root)
+
+    def save_wait(self):
+        """Collective: the started save's folder, once written and published."""
+        return self._path(lambda *out: self._lib.zero_engine_save_wait(self.handle, *out),
+                          "finishing a checkpoint")
 
     def load(self, path):
         self.order.before_engine()

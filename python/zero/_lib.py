@@ -66,6 +66,8 @@ _SIGNATURES = {
     "zero_engine_synchronize": [_p],
     "zero_engine_stats_json": [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
     "zero_engine_save": [_p, ctypes.c_char_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
+    "zero_engine_save_start": [_p, ctypes.c_char_p],
+    "zero_engine_save_wait": [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
     "zero_engine_load": [_p, ctypes.c_char_p],
     "zero_checkpoint_consolidate": [ctypes.c_char_p, ctypes.c_char_p],
 }

@@ -81,6 +81,7 @@ class _State:
         self.param_groups = optimizer.param_groups
         self.got = set()
         self.in_backward = False
+        self.pending_checkpoint = None  # save_checkpoint(blocking=False)'s, until waited
 
     def _register(self, model, named, group_of, granularity):
         """Entries in named_parameters order. Each unit that first holds a

@@ -73,12 +73,17 @@ def phase_four(root, rank, out):
         torch.save({"at_save": at_save, "final": final, "sd": sd},
                    os.path.join(root, "four.pt"))
 
-    # AdamW: saved at stage 2, loaded by 4 processes at stage 3, trains on
+    # AdamW: saved at stage 2 without blocking (the next steps train while
+    # it is copied and written), loaded by 4 processes at stage 3, trains on
     # exactly as the uninterrupted run (same world: same arithmetic).
     model, opt = make("adamw", 2)
     train(model, opt, range(K), own(rank))
-    zero.save_checkpoint(model, os.path.join(root, "adam"))
+    at_start = digest(zero.full_parameters(model))
+    pending = zero.save_checkpoint(model, os.path.join(root, "adam"), blocking=False)
     train(model, opt, range(K, 2 * K), own(rank))
+    folder = pending.wait()
+    out["async_folder"] = os.path.relpath(folder, root)
+    out["async_wait_again_same"] = pending.wait() == folder
     uninterrupted = digest(zero.full_parameters(model))
     resumed, opt = make("adamw", 3)
     before = digest(zero.full_parameters(resumed))
@@ -89,6 +94,7 @@ def phase_four(root, rank, out):
         out["missing_checkpoint_error"] = str(e)
     out["unchanged_after_failed_load"] = digest(zero.full_parameters(resumed)) == before
     zero.load_checkpoint(resumed, os.path.join(root, "adam"))
+    out["async_loaded_the_start"] = digest(zero.full_parameters(resumed)) == at_start
     train(resumed, opt, range(K, 2 * K), own(rank))
     out["adam_stage2_to_stage3_exact"] = digest(zero.full_parameters(resumed)) == uninterrupted
 

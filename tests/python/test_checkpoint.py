@@ -34,6 +34,10 @@ def test_consolidated_state_dict(results):
 
 
 def test_resume_at_another_stage_is_exact(results):
+    # Saved without blocking, the next steps training while it was written.
+    assert results["async_folder"] == "adam/step-%d" % 4
+    assert results["async_wait_again_same"]
+    assert results["async_loaded_the_start"]
     assert results["adam_stage2_to_stage3_exact"]
 
 

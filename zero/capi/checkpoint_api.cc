@@ -1,6 +1,7 @@
 // The checkpoint functions of zero_engine.h over zero/checkpoint: the handle
 // already holds what a checkpoint participant needs (engine, optimizer,
 // communicator, devices).
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,8 +31,34 @@ int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t 
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));
     RETURN_IF_ERROR(Required(root, "root"));
+    // Published first: published after, it would repoint `latest` back.
+    if (engine->saver != nullptr && engine->saver->pending()) {
+      RETURN_IF_ERROR(engine->saver->Wait().status());
+    }
     ASSIGN_OR_RETURN(std::string written,
                      zero::checkpoint::Save(zero::capi::Of(*engine), root));
+    return zero::capi::CopyOut(written, path, size, needed);
+  });
+}
+
+int zero_engine_save_start(zero_engine_t engine, const char* root) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    RETURN_IF_ERROR(Required(root, "root"));
+    if (engine->saver == nullptr) {
+      engine->saver = std::make_unique<zero::checkpoint::AsyncSaver>(zero::capi::Of(*engine));
+    }
+    return engine->saver->Start(root);
+  });
+}
+
+int zero_engine_save_wait(zero_engine_t engine, char* path, size_t size, size_t* needed) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    if (engine->saver == nullptr || !engine->saver->pending()) {
+      return absl::FailedPreconditionError("no checkpoint save is pending: start one first");
+    }
+    ASSIGN_OR_RETURN(std::string written, engine->saver->Wait());
     return zero::capi::CopyOut(written, path, size, needed);
   });
 }

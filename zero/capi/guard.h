@@ -12,6 +12,7 @@
 #include "optimizers/optimizer.h"
 #include "zero/capi/param_groups.h"
 #include "zero/capi/zero_engine.h"
+#include "zero/checkpoint/checkpoint.h"
 #include "zero/comm/communicator.h"
 #include "zero/engine.h"
 
@@ -27,6 +28,9 @@ struct zero_engine {
   // Not owned: the caller destroys engines before these (zero_engine.h).
   zero::Communicator* comm = nullptr;
   zero::DeviceSystem* devices = nullptr;
+  // zero_engine_save_start's, made at the first; last, so it goes first
+  // (waiting for its write) while the engine it reads still lives.
+  std::unique_ptr<zero::checkpoint::AsyncSaver> saver;
 };
 
 namespace zero::capi {

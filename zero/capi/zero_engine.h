@@ -180,6 +180,17 @@ int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size
  * checkpoint, intact. */
 int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t size,
                      size_t* needed);
+/* The same without blocking training for the copy and the write
+ * (checkpoint::AsyncSaver): zero_engine_save_start returns once the ranks
+ * have agreed on the folder, while a thread copies this rank's state (the
+ * engine's next step waits for that copy) and another writes the file.
+ * zero_engine_save_wait, collective too, waits for the file, publishes it
+ * and returns its folder as zero_engine_save does (FailedPrecondition when
+ * no save is pending). A start or a zero_engine_save while a save is
+ * pending publishes that one first, returning its error if it failed;
+ * destroying the engine waits for the write and publishes nothing. */
+int zero_engine_save_start(zero_engine_t engine, const char* root);
+int zero_engine_save_wait(zero_engine_t engine, char* path, size_t size, size_t* needed);
 /* Collective, every rank with the same `path` (a root with `latest`, or a
  * step folder), written by any number of ranks at any stage: the engine
  * resumes where the checkpoint was taken. On error nothing has changed. */

@@ -1,7 +1,7 @@
 // The C ABI's checkpoint functions: saved by 2 ranks (threads over the local
 // backend) at stage 2, loaded by 1 rank at stage 3 with the same values and
-// step count, consolidated offline; bad input is an error that names it and
-// changes nothing.
+// step count, consolidated offline; the asynchronous save writes the state
+// at its start; bad input is an error that names it and changes nothing.
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -120,6 +120,63 @@ TEST(CapiCheckpoint, TwoRanksSaveOneLoadsAtAnotherStage) {
   EXPECT_EQ(zero_engine_save(loaded.engine, nullptr, nullptr, 0, nullptr), 3);
   EXPECT_NE(std::string(zero_engine_last_error()).find("root is null"), std::string::npos);
   EXPECT_EQ(zero_engine_load(nullptr, root.c_str()), 3);
+  for (zero_comm_t c : comms) zero_comm_destroy(c);
+  zero_comm_destroy(one);
+}
+
+// The asynchronous pair: a step taken between start and wait does not
+// change what is written; wait with nothing pending is refused.
+TEST(CapiCheckpoint, AStepBetweenStartAndWaitIsNotInTheCheckpoint) {
+  const std::string root = TempDir("capi-async");
+  zero_comm_t comms[2] = {};
+  ASSERT_EQ(zero_comm_create_local(comms, 2, 30, nullptr), 0);
+  Rank saver[2];
+  std::string written[2];
+  std::vector<float> at_start, after;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(saver[r].Create(comms[r], 2, 1, r), 0) << zero_engine_last_error();
+      if (r == 0) at_start = saver[r].Params();
+      ASSERT_EQ(zero_engine_save_start(saver[r].engine, root.c_str()), 0)
+          << zero_engine_last_error();
+      std::vector<float> grad(kNumel, 1.0f);
+      ASSERT_EQ(zero_engine_fetch(saver[r].engine, 0), 0);
+      ASSERT_EQ(zero_engine_add_grad(saver[r].engine, 0, grad.data(), kNumel, ZERO_F32), 0);
+      ASSERT_EQ(zero_engine_release(saver[r].engine, 0), 0);
+      ASSERT_EQ(zero_engine_step(saver[r].engine), 0) << zero_engine_last_error();
+      char path[4096];
+      size_t needed = 0;
+      ASSERT_EQ(zero_engine_save_wait(saver[r].engine, path, sizeof path, &needed), 0)
+          << zero_engine_last_error();
+      written[r] = path;
+      EXPECT_EQ(zero_engine_save_wait(saver[r].engine, path, sizeof path, &needed), 9);
+      EXPECT_NE(std::string(zero_engine_last_error()).find("no checkpoint save is pending"),
+                std::string::npos);
+      if (r == 0) after = saver[r].Params();
+      // A blocking save while one is pending publishes that one first, so
+      // `latest` ends at the newer.
+      ASSERT_EQ(zero_engine_save_start(saver[r].engine, root.c_str()), 0);
+      ASSERT_EQ(zero_engine_save(saver[r].engine, root.c_str(), path, sizeof path, &needed), 0)
+          << zero_engine_last_error();
+      EXPECT_NE(std::string(path).find("step-2.1"), std::string::npos) << "beside step-2: " << path;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(std::filesystem::exists(root + "/step-2/manifest"))
+      << "the pending save at step 2 was published";
+  EXPECT_EQ(written[0], written[1]);
+  EXPECT_NE(written[0].find("step-1"), std::string::npos) << written[0];
+  ASSERT_EQ(at_start.size(), kNumel);
+  EXPECT_NE(after, at_start) << "the step between start and wait changed the parameters";
+
+  zero_comm_t one = nullptr;
+  ASSERT_EQ(zero_comm_create_local(&one, 1, 30, nullptr), 0);
+  Rank loaded;
+  ASSERT_EQ(loaded.Create(one, 2, 0, 0), 0) << zero_engine_last_error();
+  ASSERT_EQ(zero_engine_load(loaded.engine, written[0].c_str()), 0) << zero_engine_last_error();
+  EXPECT_EQ(loaded.Params(), at_start);
+  EXPECT_EQ(zero_engine_save_start(loaded.engine, nullptr), 3);
   for (zero_comm_t c : comms) zero_comm_destroy(c);
   zero_comm_destroy(one);
 }
