@@ -8,15 +8,17 @@
 //     default verifies everything, the ranks agree, then it places, reading
 //     again what did not fit in --staging_mb: its bound at the disk's speed,
 //     1 / (times the files were read), is printed beside it;
-//   - training time blocked by an async save over a synchronous Save:
-//     goal <= 0.2. A training step (every gradient handed over, then Step)
-//     runs right after AsyncSaver::Start; blocked is Start plus the Step's
-//     wait for the snapshot (EngineStats::owned_state_wait_seconds), the
-//     longest of any rank. Beside it: Start alone, how much slower the step
-//     ran with the save in flight (host devices share the cores with the
-//     copy), and a memcpy of the ranks' bytes by 4 threads, what a Start
-//     that copied would block. A saver kept across rounds (buffers reused;
-//     its Reserve at setup and its first Start are printed apart);
+//   - training time lost to an async save over a synchronous Save: goal
+//     <= 0.2. A training step (every gradient handed over, then Step) with
+//     AsyncSaver::Start before it, minus the same step without; of that,
+//     the time blocked: Start plus the Step's wait for the snapshot
+//     (EngineStats::owned_state_wait_seconds), the longest of any rank
+//     (the rest is cores the copy and the writer share with training on
+//     host devices). Savers kept across rounds as in training: one with a
+//     snapshot as large as the state, reserved at setup (its Reserve and
+//     first Start printed apart), one with default SaveOptions. Beside
+//     them: Start alone, and a memcpy of the ranks' bytes by 4 threads,
+//     what a Start that copied would block;
 //   - peak host memory during Load over the budget: the process's resident
 //     memory sampled every 0.5 ms during both Loads over the ranks' budgets,
 //     goal <= 1.2 (the plan's own bound is printed beside it);
@@ -185,8 +187,9 @@ struct Round {
   double copy_s = 0;  // the ranks' bytes copied in memory, 4 threads at once
   // A training step alone, and one with an async save started before it:
   // its wall time, and the longest any rank was blocked (Start, plus the
-  // Step's wait for the snapshot).
+  // Step's wait for the snapshot); the same with default SaveOptions.
   double step_s = 0, step_saving_s = 0, blocked_s = 0;
+  double step_default_s = 0, blocked_default_s = 0;
 };
 
 // The floor of what an async Start blocks for here, where "device" memory
@@ -306,26 +309,29 @@ void Report(const std::vector<Round>& rounds, const AsyncSavers& async, uint64_t
               bytes / write.median / 1e9, bytes / read.median / 1e9);
   print("save throughput / O_DIRECT write", [](const Round& r) { return r.write_s / r.save_s; },
         absl::StrFormat("goal >= 0.85; median %.2f s", save.median));
-  const Spread blocked = Over(rounds, [](const Round& r) { return r.blocked_s; });
   const Spread step = Over(rounds, [](const Round& r) { return r.step_s; });
   print("async save total / O_DIRECT write", [](const Round& r) { return r.write_s / r.async_total_s; },
         "Start, then Wait at once");
-  print("training blocked: async save / Save", [](const Round& r) { return r.blocked_s / r.save_s; },
-        absl::StrFormat("goal <= 0.2; median %.4f s of %.2f s: Start, plus the next Step's wait "
-                        "for the snapshot, over a training step of %.2f s", blocked.median,
-                        save.median, step.median));
+  print("training time lost to an async save / Save",
+        [](const Round& r) { return (r.step_saving_s - r.step_s) / r.save_s; },
+        absl::StrFormat("goal <= 0.2; a training step of %.2f s with the save started before it "
+                        "minus without: host devices share the cores with the copy and the "
+                        "writer (on a card the copy is a DMA)", step.median));
+  print("  of it blocked / Save", [](const Round& r) { return r.blocked_s / r.save_s; },
+        "Start, plus the Step's wait for the snapshot's copy: the rest is cores shared");
+  print("  default SaveOptions: lost / Save",
+        [](const Round& r) { return (r.step_default_s - r.step_s) / r.save_s; },
+        "256 MiB of snapshot a rank (less than its state) and no Reserve: the Step waits for "
+        "the write of what did not fit");
+  print("  default SaveOptions: blocked / Save",
+        [](const Round& r) { return r.blocked_default_s / r.save_s; }, "as above");
   print("  Start alone / Save", [](const Round& r) { return r.start_s / r.save_s; },
         "Start then Wait, nothing trained between");
-  print("  training step slowed / Save",
-        [](const Round& r) { return (r.step_saving_s - r.step_s) / r.save_s; },
-        "the step's wall time with the save in flight minus without: host devices share the "
-        "cores with the snapshot's copy and the writer's checksums; on a card the copy is a DMA");
   print("  a memcpy of the bytes / Save", [](const Round& r) { return r.copy_s / r.save_s; },
-        "what copying the state once costs here, all ranks at once: a Start that copied "
-        "would block this long");
-  std::printf("  Reserve at setup (allocates the snapshot): %.3f s; the first Start after it: "
-              "%.3f s, %.2f of a Save\n",
-              async.reserve_s, async.first_blocked_s, async.first_blocked_s / save.median);
+        "the state copied once, all ranks at once: what a Start that copied would block");
+  std::printf("  Reserve at setup (allocates the snapshot): %.3f s; the first save's Start "
+              "after it: %.4f s\n",
+              async.reserve_s, async.first_blocked_s);
   print("load streaming / O_DIRECT read", [](const Round& r) { return r.read_s / r.one_pass_s; },
         "goal >= 0.85; one pass, verify_before_placing off");
   print("load verifying first / O_DIRECT read", [](const Round& r) { return r.read_s / r.load_s; },
@@ -343,93 +349,136 @@ void Report(const std::vector<Round>& rounds, const AsyncSavers& async, uint64_t
               CrcGbPerSecond(size_t{1} << 30));
 }
 
-absl::Status Run() {
-  const std::string dir = absl::GetFlag(FLAGS_dir);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  ASSIGN_OR_RETURN(std::unique_ptr<Ranks> ranks,
-                   MakeRanks(size_t(absl::GetFlag(FLAGS_params_m)) * 1'000'000));
-  const size_t numel = ranks->engines[0]->layout().numel();
-  checkpoint::SaveOptions save;
-  save.snapshot_bytes = numel * 3 * 4 / kRanks + (size_t{64} << 20);  // all of a rank's state
-  absl::Status s;
-  auto save_all = [&] {
+// One run's setup and its rounds.
+struct Bench {
+  std::string dir;
+  std::unique_ptr<Ranks> ranks;
+  checkpoint::SaveOptions save;  // snapshot as large as a rank's state
+  std::vector<uint64_t> sizes;   // each rank's data file
+  uint64_t bytes = 0;
+  AsyncSavers async, defaults;   // reserved to the state, and default options
+  std::vector<float> grad;       // the longest parameter's gradient
+  size_t budget = 0;             // Load's staging
+  std::vector<checkpoint::LoadStats> stats, one_pass_stats;
+  uint64_t rss_growth = 0;
+
+  absl::Status SaveAll() {
     return OnRanks([&](int r) {
       return checkpoint::Save(ranks->participant(r), dir + "/sync", save).status();
     });
-  };
-  RETURN_IF_ERROR(save_all());  // the files the limits write and read as many bytes as
-  const std::vector<uint64_t> sizes = FileSizes(dir + "/sync/step-0");
-  uint64_t bytes = 0;
-  for (uint64_t b : sizes) bytes += b;
-  AsyncSavers async;
-  for (int r = 0; r < kRanks; ++r) {
-    async.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r), save));
   }
-  absl::Status reserved;
-  async.reserve_s =
-      Seconds([&] { return OnRanks([&](int r) { return async.savers[r]->Reserve(); }); }, &reserved);
-  RETURN_IF_ERROR(reserved);
-  double unused;
-  RETURN_IF_ERROR(async.SaveOnce(dir + "/async", &async.first_blocked_s, &unused));
-
-  size_t longest = 0;
-  for (const ParamSlot& p : ranks->engines[0]->layout().params()) longest = std::max(longest, p.numel);
-  const std::vector<float> grad(longest, 1e-3f);
-  const size_t budget = size_t(absl::GetFlag(FLAGS_staging_mb)) << 20;
-  std::vector<checkpoint::LoadStats> stats(kRanks), one_pass_stats(kRanks);
-  auto load = [&](bool verify_first, std::vector<checkpoint::LoadStats>* stats) {
+  absl::Status Load(bool verify_first) {
+    std::vector<checkpoint::LoadStats>& into = verify_first ? stats : one_pass_stats;
     return OnRanks([&](int r) {
       return checkpoint::Load(ranks->participant(r), dir + "/sync",
                               {.staging_bytes = budget,
                                .read_bytes = size_t(absl::GetFlag(FLAGS_read_mb)) << 20,
                                .reads_in_flight = absl::GetFlag(FLAGS_reads_in_flight),
                                .verify_before_placing = verify_first,
-                               .stats = &(*stats)[r]});
+                               .stats = &into[r]});
     });
-  };
-  std::vector<Round> rounds(std::max(1, absl::GetFlag(FLAGS_rounds)));
-  uint64_t rss_growth = 0;
-  for (size_t k = 0; k < rounds.size(); ++k) {
-    Round& round = rounds[k];
-    RETURN_IF_ERROR(DirectLimits(dir, sizes, &round.write_s, &round.read_s));
-    round.save_s = Seconds(save_all, &s);
-    RETURN_IF_ERROR(s);
-    RETURN_IF_ERROR(async.SaveOnce(dir + "/async", &round.start_s, &round.async_total_s));
-    std::filesystem::remove_all(dir + "/async");
-    RETURN_IF_ERROR(TrainStep(*ranks, grad, nullptr, "", &round.step_s, nullptr));
-    RETURN_IF_ERROR(TrainStep(*ranks, grad, &async, dir + "/async", &round.step_saving_s,
-                              &round.blocked_s));
-    {  // 2 x the checkpoint, held only while measured: not beside the Loads
-      ASSIGN_OR_RETURN(CopyFloor floor, CopyFloor::Create(sizes));
-      round.copy_s = floor.Time();
+  }
+
+  absl::Status Setup() {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    ASSIGN_OR_RETURN(ranks, MakeRanks(size_t(absl::GetFlag(FLAGS_params_m)) * 1'000'000));
+    const size_t numel = ranks->engines[0]->layout().numel();
+    save.snapshot_bytes = numel * 3 * 4 / kRanks + (size_t{64} << 20);  // all of a rank's state
+    RETURN_IF_ERROR(SaveAll());  // the files the limits write and read as many bytes as
+    sizes = FileSizes(dir + "/sync/step-0");
+    for (uint64_t b : sizes) bytes += b;
+    for (int r = 0; r < kRanks; ++r) {
+      async.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r), save));
+      defaults.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r)));
     }
-    std::filesystem::remove_all(dir + "/async");  // 1.2 GB a round at the default size
-    // The Loads alternate which goes first: the second finds the pages the
-    // first freed still warm, a fresh process's Load does not.
+    absl::Status reserved;
+    async.reserve_s = Seconds(
+        [&] { return OnRanks([&](int r) { return async.savers[r]->Reserve(); }); }, &reserved);
+    RETURN_IF_ERROR(reserved);
+    double unused;
+    RETURN_IF_ERROR(async.SaveOnce(dir + "/async", &async.first_blocked_s, &unused));
+    size_t longest = 0;
+    for (const ParamSlot& p : ranks->engines[0]->layout().params()) {
+      longest = std::max(longest, p.numel);
+    }
+    grad.assign(longest, 1e-3f);
+    budget = size_t(absl::GetFlag(FLAGS_staging_mb)) << 20;
+    stats.resize(kRanks);
+    one_pass_stats.resize(kRanks);
+    return absl::OkStatus();
+  }
+
+  // The limits, Save, the async saves (alone, then during training steps),
+  // the memcpy floor.
+  absl::Status MeasureSaves(Round& round) {
+    RETURN_IF_ERROR(DirectLimits(dir, sizes, &round.write_s, &round.read_s));
+    absl::Status s;
+    round.save_s = Seconds([&] { return SaveAll(); }, &s);
+    RETURN_IF_ERROR(s);
+    const std::string root = dir + "/async";
+    // 1.2 GB a save at the default size: removed, and the removal flushed,
+    // before the next timed step.
+    auto clear = [&] {
+      std::filesystem::remove_all(root);
+      ::sync();
+    };
+    RETURN_IF_ERROR(async.SaveOnce(root, &round.start_s, &round.async_total_s));
+    clear();
+    // The step without a save: the mean of one before and one after the
+    // steps with one (a step's time drifts on this VM).
+    double before = 0, after = 0;
+    RETURN_IF_ERROR(TrainStep(*ranks, grad, nullptr, "", &before, nullptr));
+    RETURN_IF_ERROR(TrainStep(*ranks, grad, &async, root, &round.step_saving_s, &round.blocked_s));
+    clear();
+    RETURN_IF_ERROR(TrainStep(*ranks, grad, &defaults, root, &round.step_default_s,
+                              &round.blocked_default_s));
+    clear();
+    RETURN_IF_ERROR(TrainStep(*ranks, grad, nullptr, "", &after, nullptr));
+    round.step_s = (before + after) / 2;
+    // 2 x the checkpoint, held only while measured: not beside the Loads.
+    ASSIGN_OR_RETURN(CopyFloor floor, CopyFloor::Create(sizes));
+    round.copy_s = floor.Time();
+    return absl::OkStatus();
+  }
+
+  // Both Loads, alternating which goes first: the second finds the pages
+  // the first freed still warm, a fresh process's Load does not.
+  absl::Status MeasureLoads(size_t k, Round& round) {
+    absl::Status s;
     for (const bool verify_first : {k % 2 == 0, k % 2 != 0}) {
       rss_growth = std::max(rss_growth, PeakResidentGrowth([&] {
                               double& t = verify_first ? round.load_s : round.one_pass_s;
-                              t = Seconds([&] {
-                                return load(verify_first, verify_first ? &stats : &one_pass_stats);
-                              }, &s);
+                              t = Seconds([&] { return Load(verify_first); }, &s);
                             }));
       RETURN_IF_ERROR(s);
     }
+    return absl::OkStatus();
+  }
+};
+
+absl::Status Run() {
+  Bench bench;
+  bench.dir = absl::GetFlag(FLAGS_dir);
+  RETURN_IF_ERROR(bench.Setup());
+  std::vector<Round> rounds(std::max(1, absl::GetFlag(FLAGS_rounds)));
+  for (size_t k = 0; k < rounds.size(); ++k) {
+    RETURN_IF_ERROR(bench.MeasureSaves(rounds[k]));
+    RETURN_IF_ERROR(bench.MeasureLoads(k, rounds[k]));
   }
   uint64_t peak_staging = 0, load_read = 0;
-  for (const auto& st : stats) {
+  for (const auto& st : bench.stats) {
     peak_staging = std::max(peak_staging, st.peak_staging_bytes);
     load_read += st.bytes_read;
   }
   std::printf(
       "checkpoint: %zu parameters, %d ranks, stage 2, AdamW: %.2f GB on disk in %s "
       "(O_DIRECT %s); %zu rounds\n",
-      numel, kRanks, bytes / 1e9, dir.c_str(), stats[0].direct ? "taken" : "refused",
-      rounds.size());
-  Report(rounds, async, bytes, double(load_read) / bytes, double(peak_staging),
-         double(rss_growth), budget);
-  std::filesystem::remove_all(dir);
+      bench.ranks->engines[0]->layout().numel(), kRanks, bench.bytes / 1e9, bench.dir.c_str(),
+      bench.stats[0].direct ? "taken" : "refused", rounds.size());
+  Report(rounds, bench.async, bench.bytes, double(load_read) / bench.bytes, double(peak_staging),
+         double(bench.rss_growth), bench.budget);
+  std::filesystem::remove_all(bench.dir);
   return absl::OkStatus();
 }
 

@@ -62,23 +62,24 @@ double Seconds(const std::function<void()>& fn) {
 
 // Passes that make one tensor's compute take about as long as its read
 // here: the step is then the case where overlap matters most.
-int CalibratePasses() {
-  absl::StatusOr<AlignedBuffer> buffer = AllocateAlignedBuffer(kTensorBytes);
+absl::StatusOr<int> CalibratePasses() {
+  ASSIGN_OR_RETURN(AlignedBuffer buffer, AllocateAlignedBuffer(kTensorBytes));
   const std::string path = Folder() + "/zero_pager_nvme_bench.calibrate";
-  absl::StatusOr<DirectFile> file = DirectFile::Open(path, FileMode::kWrite);
-  if (!buffer.ok() || !file.ok()) return 1;
-  std::memset(buffer->get(), 3, kTensorBytes);
+  ASSIGN_OR_RETURN(DirectFile file, DirectFile::Open(path, FileMode::kWrite));
+  std::memset(buffer.get(), 3, kTensorBytes);
   double read = 1e30, pass = 1e30;
-  for (int i = 0; i < 4; ++i) {
-    (void)file->WriteAt(0, buffer->get(), kTensorBytes);
-    read = std::min(read, Seconds([&] { (void)file->ReadAt(0, buffer->get(), kTensorBytes); }));
-    pass = std::min(pass, Seconds([&] { benchmark::DoNotOptimize(Compute(buffer->get(), 1)); }));
+  absl::Status io;
+  for (int i = 0; i < 4 && io.ok(); ++i) {
+    io = file.WriteAt(0, buffer.get(), kTensorBytes);
+    read = std::min(read, Seconds([&] {
+                      if (io.ok()) io = file.ReadAt(0, buffer.get(), kTensorBytes);
+                    }));
+    pass = std::min(pass, Seconds([&] { benchmark::DoNotOptimize(Compute(buffer.get(), 1)); }));
   }
   std::remove(path.c_str());
+  RETURN_IF_ERROR(io);
   return std::max(1, static_cast<int>(read / pass + 0.5));
 }
-
-int passes = 1;  // set by main before the runs
 
 void BM_Read(benchmark::State& state) {
   const std::string path = Folder() + "/zero_pager_nvme_bench.limit";
@@ -106,7 +107,7 @@ void BM_Read(benchmark::State& state) {
   std::remove(path.c_str());
 }
 
-void BM_Compute(benchmark::State& state) {
+void BM_Compute(benchmark::State& state, int passes) {
   std::vector<std::vector<uint64_t>> tensors(kTensors,
                                              std::vector<uint64_t>(kTensorBytes / 8, 7));
   for (auto _ : state) {
@@ -143,8 +144,7 @@ absl::StatusOr<PagedSetup> MakePaged() {
   return s;
 }
 
-void BM_PagedStep(benchmark::State& state) {
-  const bool prefetch = state.range(0) != 0;
+void BM_PagedStep(benchmark::State& state, int passes, bool prefetch) {
   absl::StatusOr<PagedSetup> s = MakePaged();
   if (!s.ok()) return state.SkipWithError(s.status().ToString().c_str());
   Pager& pager = *s->pager;
@@ -173,16 +173,17 @@ std::string RoundName(const char* what, int round) {
   return absl::StrFormat("%s/round:%d/min_time:0.500/real_time", what, round);
 }
 
-void RegisterRounds() {
-  auto add = [](const std::string& name, void (*fn)(benchmark::State&)) {
-    return benchmark::RegisterBenchmark(name.c_str(), fn)
+// `passes`: the compute per tensor (CalibratePasses).
+void RegisterRounds(int passes) {
+  auto add = [](const std::string& name, auto fn, auto... args) {
+    benchmark::RegisterBenchmark(name.c_str(), fn, args...)
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
   };
   for (int r = 0; r < kRounds; ++r) {
     add(absl::StrFormat("BM_Read/round:%d", r), BM_Read);
-    add(absl::StrFormat("BM_Prefetched/round:%d", r), BM_PagedStep)->Arg(1);
-    add(absl::StrFormat("BM_Compute/round:%d", r), BM_Compute);
-    add(absl::StrFormat("BM_NotPrefetched/round:%d", r), BM_PagedStep)->Arg(0);
+    add(absl::StrFormat("BM_Prefetched/round:%d", r), BM_PagedStep, passes, true);
+    add(absl::StrFormat("BM_Compute/round:%d", r), BM_Compute, passes);
+    add(absl::StrFormat("BM_NotPrefetched/round:%d", r), BM_PagedStep, passes, false);
   }
 }
 
@@ -198,8 +199,8 @@ Round MedianRound(const RatioReporter& reporter) {
       return reporter.seconds(
           absl::StrFormat("%s/round:%d%s/min_time:0.500/real_time", what, r, arg));
     };
-    Round round{seconds("BM_Read", ""), seconds("BM_Compute", ""),
-                seconds("BM_Prefetched", "/1"), seconds("BM_NotPrefetched", "/0")};
+    Round round{seconds("BM_Read", ""), seconds("BM_Compute", ""), seconds("BM_Prefetched", ""),
+                seconds("BM_NotPrefetched", "")};
     if (round.read > 0 && round.compute > 0 && round.prefetched > 0) rounds.push_back(round);
   }
   if (rounds.empty()) return {};
@@ -215,9 +216,13 @@ Round MedianRound(const RatioReporter& reporter) {
 int main(int argc, char** argv) {
   zero::Goals goals(&argc, argv);
   benchmark::Initialize(&argc, argv);
-  zero::passes = zero::CalibratePasses();
+  const absl::StatusOr<int> passes = zero::CalibratePasses();
+  if (!passes.ok()) {
+    std::fprintf(stderr, "pager_nvme_bench: %s\n", passes.status().ToString().c_str());
+    return 1;
+  }
   zero::RatioReporter reporter;
-  zero::RegisterRounds();
+  zero::RegisterRounds(*passes);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const zero::Round r = zero::MedianRound(reporter);
   if (r.read > 0) {
@@ -229,7 +234,7 @@ int main(int argc, char** argv) {
         "  with Prefetch(%d) / (read + compute): %.2f (full overlap: %.2f); the read-ahead hid "
         "%.0f%% of the shorter limit (goal >= 50%%)\n"
         "  without Prefetch / (read + compute): %.2f\n",
-        zero::kTensors, zero::FormatBytes(zero::kTensorBytes).c_str(), zero::passes,
+        zero::kTensors, zero::FormatBytes(zero::kTensorBytes).c_str(), *passes,
         zero::kRounds, r.read * 1e3, r.compute * 1e3, zero::kLookahead, r.prefetched / serial,
         full / serial, hidden * 100, r.not_prefetched / serial);
     goals.Check(hidden >= 0.5, "the pager's read-ahead hides >= 50% of the shorter limit");

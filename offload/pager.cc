@@ -258,7 +258,7 @@ absl::Status Pager::PageOut(TensorHandle handle, Residency to) {
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(Tensor* t, Find(handle));
   RETURN_IF_ERROR(CheckNotHeld(*t, "page out"));
-  if (t->device != nullptr) RETURN_IF_ERROR(PageOutLocked(*t));
+  if (t->device != nullptr) RETURN_IF_ERROR(PageOutLocked(*t, 0));
   if (to == Residency::kNvme && t->host != nullptr) RETURN_IF_ERROR(WriteBack(*t));
   return absl::OkStatus();
 }
@@ -284,7 +284,7 @@ absl::StatusOr<int> Pager::Prefetch(int n) {
     if (absl::IsResourceExhausted(status)) continue;  // a smaller later one may fit
     RETURN_IF_ERROR(status);
     ++started;
-    ++stats_.prefetches;
+    ++(in_file_only ? stats_.read_aheads : stats_.prefetches);
   }
   return started;
 }
@@ -419,7 +419,7 @@ absl::Status Pager::Evict(size_t min_next_use) {
   if (victim == nullptr) {
     return absl::ResourceExhaustedError("pager: no unheld tensor left to evict");
   }
-  RETURN_IF_ERROR(PageOutLocked(*victim));
+  RETURN_IF_ERROR(PageOutLocked(*victim, min_next_use));
   ++stats_.evictions;
   return absl::OkStatus();
 }
@@ -459,10 +459,11 @@ absl::StatusOr<void*> Pager::AllocateDevice(const Tensor& t, size_t min_next_use
 // ---- moves --------------------------------------------------------------------
 
 absl::Status Pager::PageInLocked(Tensor& t, size_t min_next_use) {
-  RETURN_IF_ERROR(MakeRoom(t, min_next_use));
-  // Evictions on the way need staging blocks too: never this tensor's.
+  // Evictions on the way need staging blocks too: never this tensor's
+  // (its read ahead would be written back and read again).
   moving_ = &t;
-  absl::Status moved = MoveIn(t, min_next_use);
+  absl::Status moved = MakeRoom(t, min_next_use);
+  if (moved.ok()) moved = MoveIn(t, min_next_use);
   moving_ = nullptr;
   return moved;
 }
@@ -504,11 +505,11 @@ absl::Status Pager::OrderOutAfterUses(Tensor& t) {
   return absl::OkStatus();
 }
 
-absl::Status Pager::PageOutLocked(Tensor& t) {
+absl::Status Pager::PageOutLocked(Tensor& t, size_t min_next_use) {
   RETURN_IF_ERROR(OrderOutAfterUses(t));
   const Residency from = Where(t);
   if (nvme_ != nullptr && t.dirty) {
-    if (t.host == nullptr) RETURN_IF_ERROR(AllocateStaging(t, 0));
+    if (t.host == nullptr) RETURN_IF_ERROR(AllocateStaging(t, min_next_use));
     t.host_dirty = true;  // also on meta: the file's books count the write-back
   }
   const bool copy = has_bytes_ && t.dirty;

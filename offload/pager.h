@@ -106,6 +106,9 @@ struct PagerStats {
   uint64_t bytes_paged_in = 0, bytes_paged_out = 0;
   uint64_t evictions = 0;   // page-outs the pager chose to make room
   uint64_t prefetches = 0;  // page-ins started by Prefetch
+  // NVMe tier: file reads Prefetch started, and those that failed (dropped:
+  // the Acquire read again).
+  uint64_t read_aheads = 0, failed_read_aheads = 0;
 };
 
 class Pager {
@@ -225,7 +228,8 @@ class Pager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PageInLocked(Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MoveIn(Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PageOutLocked(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `min_next_use`: what a staging block it needs may write back (as Evict's).
+  absl::Status PageOutLocked(Tensor& t, size_t min_next_use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OrderOutAfterUses(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Release(TensorHandle handle, Stream* stream);
   static Residency Where(const Tensor& t);

@@ -17,12 +17,23 @@ size_t Pager::StagingBytes(const Tensor& t) const {
 }
 
 // Furthest next use first, as on the device; a tensor on the device needs
-// its host block least (its next use reads the device copy).
+// its host block least (its next use reads the device copy). A block still
+// being read ahead only as a last resort: taking it waits for the read
+// under the lock, then throws it away.
 Pager::Tensor* Pager::PickStagingVictim(size_t min_next_use) {
-  return PickFurthest(min_next_use, [this](uint64_t id, const Tensor& t) -> std::optional<size_t> {
-    if (t.host == nullptr || &t == moving_) return std::nullopt;
-    return t.device != nullptr ? AccessOrder::kNever : NextUse(id);
-  });
+  for (const bool reading_too : {false, true}) {
+    Tensor* victim = PickFurthest(
+        min_next_use,
+        [&](uint64_t id, const Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+            -> std::optional<size_t> {
+          if (t.host == nullptr || &t == moving_ || (t.reading.valid() && !reading_too)) {
+            return std::nullopt;
+          }
+          return t.device != nullptr ? AccessOrder::kNever : NextUse(id);
+        });
+    if (victim != nullptr) return victim;
+  }
+  return nullptr;
 }
 
 absl::Status Pager::AllocateStaging(Tensor& t, size_t min_next_use) {
@@ -82,7 +93,9 @@ absl::Status Pager::StartRead(Tensor& t, size_t min_next_use) {
   const Residency from = Where(t);
   RETURN_IF_ERROR(AllocateStaging(t, min_next_use));
   NvmeStore* store = nvme_.get();
-  t.read_status = std::make_shared<absl::Status>();
+  // What FinishRead finds if the request never assigns it (it threw).
+  t.read_status = std::make_shared<absl::Status>(
+      absl::InternalError("the read ahead did not finish (it threw)"));
   t.reading = io_->Submit([store, slot = t.slot, host = t.host, out = t.read_status] {
                     *out = store->Read(slot, host);
                     return absl::OkStatus();
@@ -102,6 +115,7 @@ absl::Status Pager::FinishRead(Tensor& t) {
   const Residency from = Where(t);
   (void)FreeStaging(t, nullptr);  // the file still holds the tensor
   Recount(t, from);
+  ++stats_.failed_read_aheads;
   return Annotate(read, absl::StrFormat("pager: reading ahead tensor '%s'", t.name));
 }
 

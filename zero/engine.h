@@ -194,8 +194,11 @@ class Engine {
   // ready, every call that may change owned state waits for it first (Step
   // before its update, offload_overlap's early updates, SetParam, Restore,
   // BeginRestore, StreamOwnedState, owned_state()), and so does the
-  // destructor. Forward and backward never wait. On the training thread;
-  // an earlier guard is waited for first.
+  // destructor. Forward and backward do not wait, except for the early
+  // updates offload_overlap runs inside AddGrad. Nor does param(): at stage
+  // 0-2 without mixed precision or offload the parameters are the masters,
+  // so do not write them meanwhile. On the training thread; an earlier
+  // guard is waited for first.
   void GuardOwnedState(std::shared_future<void> read);
   // The same piece wherever it lives, chunk by chunk, on the calling
   // thread: `fn(offset, count, planes)` gets elements [offset, offset +

@@ -1,5 +1,6 @@
 // One thread that runs I/O requests one at a time, in the order they were
-// submitted: the state file's reads and writes (state_file.h). One request
+// submitted: the state file's reads and writes (state_file.h), the pager's
+// reads ahead (pager.h). One request
 // at a time is the disk's best: the virtio disk here moved the same reads
 // and writes 10-35% slower with two or four requests in flight at once
 // (their mix costs it seeks), and an order the caller chooses keeps the

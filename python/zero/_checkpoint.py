@@ -34,9 +34,13 @@ def save_checkpoint(model, root, blocking=True):
 
     blocking=False returns a PendingCheckpoint as soon as the processes
     agree on the folder: training goes on while a thread copies this rank's
-    state (the next optimizer step waits for that copy, forward and backward
-    do not) and the file is written in the background. Its wait() publishes
-    it; a later save_checkpoint waits for it first."""
+    state (the next optimizer step waits for that copy; forward and backward
+    do not, except for offload_overlap's updates during backward) and the
+    file is written in the background. Do not change parameters in place
+    until the next step: at stages 0-2 in fp32 without offload they are the
+    state being copied. With the state on NVMe, the copy is made before
+    this returns. Its wait() publishes it; a later save_checkpoint waits
+    for it first."""
     state = _state(model)
     state.check_between_steps("save_checkpoint")
     if state.pending_checkpoint is not None:
@@ -54,15 +58,21 @@ class PendingCheckpoint:
     def __init__(self, state):
         self._state = state
         self._folder = None
+        self._error = None
 
     def wait(self):
         """Collective: waits until every process's file is written, then
         publishes the checkpoint (repoints `latest`); returns its folder. On
         error (the same on every process) `latest` still names the previous
-        checkpoint. Again after it returned: the same folder."""
-        if self._folder is None:
+        checkpoint. Again after it returned: the same folder (or error)."""
+        if self._folder is None and self._error is None:
             self._state.pending_checkpoint = None
-            self._folder = self._state.engine.save_wait()
+            try:
+                self._folder = self._state.engine.save_wait()
+            except ZeroError as e:
+                self._error = e
+        if self._error is not None:
+            raise self._error
         return self._folder
 
 

@@ -222,6 +222,8 @@ TEST_F(PagerNvmeTest, PrefetchReadsAheadFromTheFile) {
     if (started == 0) absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(started, 1) << "B, read, is copied up";
+  EXPECT_EQ(pager_->stats().read_aheads, 1u);
+  EXPECT_EQ(pager_->stats().prefetches, 1u);
   EXPECT_EQ(pager_->stats().file_reads, reads + 1) << "B came from the file";
   EXPECT_EQ(Where(t[1]), Residency::kDevice);
   const PagerStats before = pager_->stats();
@@ -255,15 +257,19 @@ TEST_F(PagerNvmeTest, APrefetchedReadRunsWhileThePagerServesOthers) {
   EXPECT_EQ(Check(t[0], 0), "") << "A, on the device, while B's read is held";
   EXPECT_TRUE(pager_->residency(t[2]).ok());
   EXPECT_FALSE(let_go) << "Prefetch, or A's acquire, waited for B's read";
+  // B's acquire waits for the read, outside the pager's lock: meanwhile
+  // A is served again (the wait begins well within the 200 ms given).
   hold = false;
-  std::thread releaser([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    release = true;
-  });
-  EXPECT_EQ(Check(t[1], 1), "") << "B's acquire waited for its read";
-  EXPECT_TRUE(release);
-  releaser.join();
+  std::string b;
+  std::thread acquirer([&] { b = Check(t[1], 1); });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Check(t[0], 0), "");
+  EXPECT_FALSE(let_go) << "A's acquire waited behind B's, under the lock";
+  release = true;
+  acquirer.join();
+  EXPECT_EQ(b, "") << "B's acquire used its read";
   EXPECT_EQ(pager_->stats().file_reads, reads + 1);
+  EXPECT_EQ(pager_->stats().read_aheads, 1u);
   ASSERT_TRUE(pager_->EndStep().ok());
 }
 
@@ -292,6 +298,8 @@ TEST_F(PagerNvmeTest, AFailedReadAheadLeavesTheTensorInTheFile) {
   EXPECT_THAT(failed, HasSubstr("'B'"));
   EXPECT_EQ(Where(t[1]), Residency::kNvme);
   EXPECT_EQ(Check(t[1], 1), "") << "and reads it once the disk does";
+  EXPECT_EQ(pager_->stats().read_aheads, 2u);
+  EXPECT_EQ(pager_->stats().failed_read_aheads, 2u);
   ASSERT_TRUE(pager_->EndStep().ok());
 }
 

@@ -188,7 +188,10 @@ int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t 
  * and returns its folder as zero_engine_save does (FailedPrecondition when
  * no save is pending). A start or a zero_engine_save while a save is
  * pending publishes that one first, returning its error if it failed;
- * destroying the engine waits for the write and publishes nothing. */
+ * destroying the engine waits for the write and publishes nothing. Until
+ * the next step, do not write parameters in place (at stage 0-2 without
+ * mixed precision or offload they are the masters being copied). With the
+ * state on NVMe, the start itself copies it. */
 int zero_engine_save_start(zero_engine_t engine, const char* root);
 int zero_engine_save_wait(zero_engine_t engine, char* path, size_t size, size_t* needed);
 /* Collective, every rank with the same `path` (a root with `latest`, or a

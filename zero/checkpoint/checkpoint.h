@@ -102,7 +102,9 @@ class SnapshotWriter;
 // thread, never on the background writer, so the communicator is only ever
 // used by the thread that trains. Hence a save is published (its manifest
 // written, `latest` repointed) only at Wait: call it, or the next Start,
-// before relying on the checkpoint.
+// before relying on the checkpoint. Each saver takes a copy stream of the
+// rank's device, which the DeviceSystem keeps for its life: keep one saver
+// per rank, not one per save.
 class AsyncSaver {
  public:
   AsyncSaver(const Participant& rank, const SaveOptions& options = {});

@@ -245,25 +245,27 @@ TEST(OwnedStateGuard, StepSetParamAndTheDestructorWaitForTheReader) {
   const std::unique_ptr<Model> model = SmallTransformer();
   auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
   ASSERT_TRUE(cluster.ok());
-  auto guard_all = [&](std::atomic<bool>& released) {
+  auto guard_all = [&](std::atomic<bool>& released, absl::Duration hold) {
     auto reader = std::make_shared<std::promise<void>>();
     const std::shared_future<void> read = reader->get_future().share();
     for (int r = 0; r < 2; ++r) (*cluster)->engine(r).GuardOwnedState(read);
-    return std::thread([reader, &released] {
-      absl::SleepFor(absl::Milliseconds(200));
+    return std::thread([reader, &released, hold] {
+      absl::SleepFor(hold);
       released = true;
       reader->set_value();
     });
   };
   std::atomic<bool> step_released{false}, set_released{false}, destroy_released{false};
-  std::thread releaser = guard_all(step_released);
+  // A second: forward and backward (which do not wait) take well under 0.7 s.
+  std::thread releaser = guard_all(step_released, absl::Seconds(1));
   ASSERT_TRUE((*cluster)->Train(0, 1).ok());
   EXPECT_TRUE(step_released) << "Step updated while the reader read";
+  EXPECT_GT((*cluster)->engine(0).stats().owned_state_wait_seconds, 0.3) << "Step's wait";
   releaser.join();
 
   const std::vector<float> ones((*cluster)->engine(0).layout().params()[0].numel, 1.0f);
   const double waited_before = (*cluster)->engine(0).stats().owned_state_wait_seconds;
-  releaser = guard_all(set_released);
+  releaser = guard_all(set_released, absl::Milliseconds(200));
   ASSERT_TRUE(AllOk((*cluster)->Run([&](int r) {
     return (*cluster)->engine(r).SetParam(0, ones);
   })).ok());
@@ -271,10 +273,30 @@ TEST(OwnedStateGuard, StepSetParamAndTheDestructorWaitForTheReader) {
   EXPECT_GT((*cluster)->engine(0).stats().owned_state_wait_seconds, waited_before + 0.1);
   releaser.join();
 
-  releaser = guard_all(destroy_released);
+  releaser = guard_all(destroy_released, absl::Milliseconds(200));
   cluster->reset();
   EXPECT_TRUE(destroy_released) << "the engine was destroyed while the reader read";
   releaser.join();
+}
+
+// A Load while a save's copy is under way (two 4 KiB buffers: it trails
+// the writes) waits for the copy before it overwrites the state: the save
+// holds the state at its Start, the engine the loaded checkpoint.
+TEST(AsyncSaver, ALoadDuringTheSnapshotWaitsForIt) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string older = FreshDir("older"), root = FreshDir("load_during");
+  ASSERT_TRUE(AllOk((*cluster)->Save(older)).ok());
+  const ModelStates at_older = *(*cluster)->States();
+  ASSERT_TRUE((*cluster)->Train(0, 2).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  Savers savers = MakeSavers(**cluster, {.snapshot_bytes = 2 * 4096, .write_bytes = 4096});
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  ASSERT_TRUE(AllOk((*cluster)->Load(older)).ok());
+  ASSERT_TRUE(WaitAll(**cluster, savers).ok());
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root), "saved");
+  ExpectStatesIdentical(at_older, *(*cluster)->States(), "loaded");
 }
 
 TEST(AsyncSaver, NextStartWaitsForThePreviousSave) {

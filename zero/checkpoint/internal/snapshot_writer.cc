@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "absl/strings/str_format.h"
 #include "base/crc32c.h"
@@ -108,13 +109,18 @@ std::shared_future<void> SnapshotWriter::Start(const Participant& rank, std::str
   if (!write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, path);
   if (mode == SnapshotMode::kBackground) {
     // `rank` is the caller's and may go: the thread keeps a copy of it.
-    snapshot_thread_ = std::thread(
-        [this, rank, write_after, path = std::move(path), taken = std::move(taken)]() mutable {
-          FillAll(rank, /*checksum=*/false);
-          taken.set_value();
-          if (write_after) WriteAll(std::move(path));
-        });
-    return snapshot;
+    // The promise stays here until the thread has started.
+    auto started = std::make_shared<std::promise<void>>(std::move(taken));
+    try {
+      snapshot_thread_ = std::thread([this, rank, write_after, path, started] {
+        FillAll(rank, /*checksum=*/false);
+        started->set_value();
+        if (write_after) WriteAll(path);
+      });
+      return snapshot;
+    } catch (const std::system_error&) {  // no thread (a limit): copy here instead
+      taken = std::move(*started);
+    }
   }
   FillAll(rank, /*checksum=*/overlap);
   taken.set_value();
@@ -191,14 +197,18 @@ absl::Status SnapshotWriter::Fill(const Participant& rank, size_t segment, std::
     std::memcpy(buffer, header_.data() + begin, std::min<uint64_t>(end, header_.size()) - begin);
   }
   const std::vector<Unit>& units = engine.layout().units();  // immutable: any thread
-  RETURN_IF_ERROR(ForEachPiece(plan_, begin, end, [&](size_t i, uint64_t a, uint64_t b) {
+  auto copy = [&](size_t i, uint64_t a, uint64_t b) {
     const PlannedChunk& c = plan_.chunks[i];
     const size_t at = c.shard_index - units[c.unit].shard_offset + (a - c.offset) / sizeof(float);
     float* to = reinterpret_cast<float*>(buffer + (a - begin));
     if (!sources_.empty()) return copy_stream_->Copy(to, sources_[c.unit][c.buffer] + at, b - a);
     return EnqueueCopyToHost(engine, c.unit, c.buffer, at, to, (b - a) / sizeof(float));
-  }));
-  return (sources_.empty() ? engine.stream() : copy_stream_)->Synchronize();
+  };
+  const absl::Status enqueued = ForEachPiece(plan_, begin, end, copy);
+  // Also after a failed enqueue: the copies before it still read the state
+  // (which the engine may change once the snapshot is over) and write the buffer.
+  const absl::Status synced = (sources_.empty() ? engine.stream() : copy_stream_)->Synchronize();
+  return enqueued.ok() ? synced : enqueued;
 }
 
 // While the segment is still in cache, on whichever thread filled it or on
