@@ -24,6 +24,7 @@ targets=(//bench:card_check //bench:card_timing //tests/optimizers:cuda_test
          //tests/optimizers:elementwise_cuda_test
          //tests/memory/interop:thrust_cuda_test
          //tests/zero:card_training_test
+         //tests/zero/checkpoint:card_checkpoint_test
          //tests/zero/comm:nccl_test)
 # Shared libraries for the Python checks, carried in .device/lib.
 libs=(//memory/interop:libzero_allocator.so //zero/capi:libzero_engine.so)
