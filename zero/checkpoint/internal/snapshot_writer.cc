@@ -84,14 +84,14 @@ std::shared_future<void> SnapshotWriter::Start(const Participant& rank, std::str
   plan_ = std::move(plan);
   segments_ = (plan_.bytes + segment_bytes_ - 1) / segment_bytes_;
   const bool overlap = mode == SnapshotMode::kOverlap;
-  std::promise<void> taken;
-  std::shared_future<void> snapshot = taken.get_future().share();
+  taken_ = std::promise<void>();
+  std::shared_future<void> snapshot = taken_.get_future().share();
   absl::Status ready = EnsureBuffers(rank.devices, BuffersFor(plan_.bytes, overlap), false);
   sources_.clear();
   if (ready.ok() && mode == SnapshotMode::kBackground) ready = PrepareBackground(rank);
   if (!ready.ok()) {
     result_ = ready;
-    taken.set_value();
+    taken_.set_value();
     return snapshot;
   }
   {
@@ -109,21 +109,18 @@ std::shared_future<void> SnapshotWriter::Start(const Participant& rank, std::str
   if (!write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, path);
   if (mode == SnapshotMode::kBackground) {
     // `rank` is the caller's and may go: the thread keeps a copy of it.
-    // The promise stays here until the thread has started.
-    auto started = std::make_shared<std::promise<void>>(std::move(taken));
     try {
-      snapshot_thread_ = std::thread([this, rank, write_after, path, started] {
+      snapshot_thread_ = std::thread([this, rank, write_after, path] {
         FillAll(rank, /*checksum=*/false);
-        started->set_value();
+        taken_.set_value();
         if (write_after) WriteAll(path);
       });
       return snapshot;
     } catch (const std::system_error&) {  // no thread (a limit): copy here instead
-      taken = std::move(*started);
     }
   }
   FillAll(rank, /*checksum=*/overlap);
-  taken.set_value();
+  taken_.set_value();
   if (write_after) thread_ = std::thread(&SnapshotWriter::WriteAll, this, std::move(path));
   return snapshot;
 }

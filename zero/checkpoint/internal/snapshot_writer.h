@@ -133,6 +133,7 @@ class SnapshotWriter {
   // the training thread; empty: copied through the engine (EnqueueCopyToHost).
   std::vector<std::vector<const float*>> sources_;
   Stream* copy_stream_ = nullptr;  // the snapshot thread's; the DeviceSystem owns it
+  std::promise<void> taken_;       // set once every byte is copied (Start's future)
   std::thread snapshot_thread_;    // kBackground: copies, then writes if the writer has not started
   std::thread thread_;             // the writer, when started apart
   absl::StatusOr<WrittenFile> result_;
