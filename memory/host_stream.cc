@@ -49,44 +49,23 @@ HostStream::HostStream(int device, HostStreamOptions options, int index)
     : device_(device),
       delayed_(options.delayed()),
       delays_(options, device, index),
-      worker_([this] { Run(); }) {}
+      worker_({.before =
+                   [this] {
+                     const absl::Duration delay = delays_.Next();
+                     if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
+                   },
+               .after = [this] { progress_->Advance(); }}) {}
 
 HostStream::~HostStream() {
-  {
-    MutexLock lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_one();
-  worker_.join();
-}
-
-void HostStream::Run() {
-  while (true) {
-    absl::AnyInvocable<void() &&> task;
-    {
-      MutexLock lock(mu_);
-      lock.Await(cv_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
-      });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    const absl::Duration delay = delays_.Next();
-    if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
-    std::move(task)();
-    progress_->Advance();
-  }
+  MutexLock lock(mu_);
+  stopping_ = true;  // worker_ then runs what is enqueued, and joins
 }
 
 absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
-  {
-    MutexLock lock(mu_);
-    if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
-    queue_.push_back(std::move(fn));
-    enqueued_.fetch_add(1, std::memory_order_release);
-  }
-  cv_.notify_one();
+  MutexLock lock(mu_);
+  if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
+  worker_.Post(std::move(fn));
+  enqueued_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 // Streams for host and meta devices.
 //
-// HostStream is an ordered executor: one worker thread runs enqueued work in
-// order, so an event recorded on one stream and waited on by another really
+// HostStream is an ordered executor: one worker thread (base/serial_queue.h)
+// runs enqueued work in order, so an event recorded on one stream and waited on by another really
 // orders work, as on a card. With HostStreamOptions' delay mode
 // (memory/stream_delay.h) the worker sleeps a seeded random time before each
 // task, so missing waits show up. MetaStream does nothing: meta devices have
@@ -11,13 +11,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
+#include "base/serial_queue.h"
 #include "memory/event_pool.h"
 #include "memory/stream.h"
 #include "memory/stream_delay.h"
@@ -59,7 +58,7 @@ class HostStream final : public Stream {
  public:
   // `index`: the stream's place on its device, which picks its delays.
   explicit HostStream(int device, HostStreamOptions options = {}, int index = 0);
-  ~HostStream() override;  // drains the queue, then joins the worker
+  ~HostStream() override;  // runs what is enqueued, then joins the worker
 
   int device() const override { return device_; }
   absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
@@ -79,7 +78,6 @@ class HostStream final : public Stream {
   size_t events_created();
 
  private:
-  void Run();
   // CopyFromPageable's staging buffers are recycled, so a busy stream's
   // copies neither allocate nor fault in fresh pages each time.
   struct Staging {
@@ -94,9 +92,8 @@ class HostStream final : public Stream {
   const bool delayed_;
   DelaySequence delays_;  // drawn by the worker only
   const std::shared_ptr<HostProgress> progress_ = std::make_shared<HostProgress>();
+  // Orders posting with counting, so a ticket names the tasks before it.
   Mutex mu_;
-  std::condition_variable cv_;
-  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   // Tasks enqueued so far; written under mu_, read without it by Record's
   // idle check.
   std::atomic<uint64_t> enqueued_{0};
@@ -104,7 +101,8 @@ class HostStream final : public Stream {
   EventPool<HostEvent> events_ ABSL_GUARDED_BY(mu_);
   Mutex staging_mu_;
   std::vector<Staging> staging_ ABSL_GUARDED_BY(staging_mu_);
-  std::thread worker_;  // last: starts once the rest is built
+  // Last: its thread starts once the rest is built and stops first.
+  SerialQueue worker_;
 };
 
 class MetaStream final : public Stream {

@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
         std::string(host_pool->source_name()), std::string(DeviceKindName(system->kind()))));
   }
   std::unique_ptr<NvmeStore> nvme;
-  std::unique_ptr<IoThread> io;
+  std::unique_ptr<SerialQueue> io;
   if (!options.nvme_path.empty()) {
     if (options.host_budget_bytes == 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
                                               .direct = options.direct_io,
                                               .write_fault = options.nvme_write_fault,
                                               .read_fault = options.nvme_read_fault}));
-    ASSIGN_OR_RETURN(io, IoThread::Create());
+    ASSIGN_OR_RETURN(io, SerialQueue::Create());
   }
   ASSIGN_OR_RETURN(Stream* in, system->CreateStream(device));
   ASSIGN_OR_RETURN(Stream* out, system->CreateStream(device));
@@ -79,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
 
 Pager::Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream* in,
              Stream* out, size_t budget, std::unique_ptr<NvmeStore> nvme,
-             std::unique_ptr<IoThread> io, size_t host_budget)
+             std::unique_ptr<SerialQueue> io, size_t host_budget)
     : system_(system),
       device_(device),
       device_pool_(system->pool(device)),

@@ -48,12 +48,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/mutex.h"
+#include "base/serial_queue.h"
 #include "memory/device_system.h"
 #include "memory/stream.h"
 #include "memory/tag.h"
 #include "offload/host_pool.h"
 #include "offload/internal/access_order.h"
-#include "offload/internal/io_thread.h"
 #include "offload/internal/nvme_store.h"
 
 namespace zero {
@@ -208,7 +208,7 @@ class Pager {
   };
 
   Pager(DeviceSystem* system, int device, PinnedHostPool* host_pool, Stream* in, Stream* out,
-        size_t budget, std::unique_ptr<NvmeStore> nvme, std::unique_ptr<IoThread> io,
+        size_t budget, std::unique_ptr<NvmeStore> nvme, std::unique_ptr<SerialQueue> io,
         size_t host_budget);
 
   absl::StatusOr<Tensor*> Find(TensorHandle handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -266,7 +266,7 @@ class Pager {
   const bool has_bytes_;
   const std::unique_ptr<NvmeStore> nvme_;  // null: no NVMe tier
   // NVMe tier: Prefetch's reads. After nvme_, so it stops first.
-  const std::unique_ptr<IoThread> io_;
+  const std::unique_ptr<SerialQueue> io_;
   const size_t host_budget_;               // NVMe tier: staging bytes
 
   mutable Mutex mu_;

@@ -59,9 +59,9 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
                                      {.has_bytes = options.has_bytes,
                                       .direct = options.direct_io,
                                       .write_fault = options.write_fault}));
-  std::unique_ptr<IoThread> io;
+  std::unique_ptr<SerialQueue> io;
   if (options.has_bytes) {
-    ASSIGN_OR_RETURN(io, IoThread::Create());
+    ASSIGN_OR_RETURN(io, SerialQueue::Create());
   }
   std::unique_ptr<StateFile> file(new StateFile(planes, options.chunk_elements, std::move(store),
                                                 std::move(io), staging, options.has_bytes));
@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
 }
 
 StateFile::StateFile(int planes, size_t chunk_elements, std::unique_ptr<NvmeStore> store,
-                     std::unique_ptr<IoThread> io, MemoryResource* staging, bool has_bytes)
+                     std::unique_ptr<SerialQueue> io, MemoryResource* staging, bool has_bytes)
     : planes_(planes),
       chunk_elements_(chunk_elements),
       store_(std::move(store)),

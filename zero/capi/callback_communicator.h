@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "base/mutex.h"
-#include "zero/capi/call_thread.h"
+#include "base/serial_queue.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/comm/communicator.h"
 
@@ -60,7 +60,7 @@ class CallbackCommunicator : public Communicator {
   const zero_collectives fns_;
   mutable Mutex mu_;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the first failure, then every call's
-  CallThread calls_;     // last: joined before the rest goes
+  SerialQueue calls_;  // last: joined before the rest goes
 };
 
 // For a callback about to return non-zero: the text of its error (kept per

@@ -1,16 +1,17 @@
-// One background thread that runs tasks in the order they were posted: the
-// offload engine's CPU optimizer steps run here while the engine's thread
-// goes on with backward. Post and Wait are called from one thread (the
-// engine's); tasks must not call back into the worker.
+// The offload step's CPU work, run in order on one thread (base/serial_queue.h)
+// while the engine's thread goes on with backward. What it adds to the
+// queue: after a task fails, later ones are skipped until Wait reports the
+// failure, since each early step assumes the ones before it ran. Post and
+// Wait are called from one thread (the engine's); tasks must not call back
+// into the worker.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <thread>
+#include <future>
+#include <vector>
 
 #include "absl/status/status.h"
-#include "base/mutex.h"
+#include "base/serial_queue.h"
 
 namespace zero {
 
@@ -18,28 +19,18 @@ class SerialWorker {
  public:
   using Task = std::function<absl::Status()>;
 
-  SerialWorker();
   // Runs what is queued, then joins.
-  ~SerialWorker();
-  SerialWorker(const SerialWorker&) = delete;
-  SerialWorker& operator=(const SerialWorker&) = delete;
+  ~SerialWorker() = default;
 
-  // After a task fails, later ones are dropped until Wait reports it.
   void Post(Task task);
-  // Blocks until the queue is empty; returns the first error since the
-  // last Wait (and clears it).
+  // Blocks until every posted task ran or was skipped; returns the first
+  // error since the last Wait (and clears it).
   absl::Status Wait();
 
  private:
-  void Run();
-
-  Mutex mu_;
-  std::condition_variable changed_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;  // last: starts after the members it uses
+  std::vector<std::future<absl::Status>> posted_;  // since the last Wait
+  bool failed_ = false;  // the queue's thread only: skip the rest
+  SerialQueue queue_;    // last: joined before the rest goes
 };
 
 }  // namespace zero
