@@ -30,10 +30,10 @@
 #include "bench/ratio_reporter.h"
 #include "bench/touch_ceiling.h"
 #include "benchmark/benchmark.h"
+#include "compute/cpu/isa.h"
+#include "compute/elementwise_executor.h"
+#include "compute/parallel.h"
 #include "memory/host_stream.h"
-#include "optimizers/cpu/isa.h"
-#include "optimizers/elementwise_executor.h"
-#include "optimizers/parallel.h"
 
 namespace zero {
 namespace {

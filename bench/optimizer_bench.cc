@@ -34,9 +34,9 @@
 #include "bench/ratio_reporter.h"
 #include "bench/touch_limit.h"
 #include "benchmark/benchmark.h"
+#include "compute/cpu/isa.h"
+#include "compute/parallel.h"
 #include "optimizers/adam.h"
-#include "optimizers/cpu/isa.h"
-#include "optimizers/parallel.h"
 
 namespace zero {
 namespace {

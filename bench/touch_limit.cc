@@ -1,7 +1,7 @@
 #include "bench/touch_limit.h"
 
 #include "bench/touch_ceiling.h"
-#include "optimizers/cpu/isa.h"
+#include "compute/cpu/isa.h"
 #include "optimizers/cpu/run_grid.h"
 
 namespace zero::bench {

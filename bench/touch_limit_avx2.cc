@@ -3,8 +3,8 @@
 #include "bench/touch_limit.h"
 
 #if defined(__AVX2__) && defined(__F16C__)
+#include "compute/cpu/ops_avx2.h"
 #include "optimizers/cpu/kernels_impl.h"
-#include "optimizers/cpu/ops_avx2.h"
 #endif
 
 namespace zero::bench {

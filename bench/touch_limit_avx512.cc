@@ -8,8 +8,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #if defined(__AVX512F__)
+#include "compute/cpu/ops_avx512.h"
 #include "optimizers/cpu/kernels_impl.h"
-#include "optimizers/cpu/ops_avx512.h"
 #endif
 
 namespace zero::bench {

@@ -1,7 +1,7 @@
 // The touch rule at the scalar level (see touch_limit.h).
 #include "bench/touch_limit.h"
+#include "compute/cpu/ops_scalar.h"
 #include "optimizers/cpu/kernels_impl.h"
-#include "optimizers/cpu/ops_scalar.h"
 
 namespace zero::bench {
 

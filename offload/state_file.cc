@@ -24,7 +24,7 @@ constexpr int kBuffers = StateFile::kStagingBuffers;
 constexpr size_t kAhead = 2;  // reads ahead; the rest: the caller's chunk, two writing behind
 // Elements per fn call of a writing pass: the planes of one block (768 KiB
 // for three) stay in the cores' caches until their CRC is taken, and fn
-// still gets enough to split across threads (optimizers/parallel.h).
+// still gets enough to split across threads (compute/parallel.h).
 constexpr size_t kChecksumBlock = size_t{1} << 16;
 
 }  // namespace

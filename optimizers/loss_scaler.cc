@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "optimizers/cpu/run.h"
+#include "compute/cpu/run_elementwise.h"
 
 namespace zero {
 namespace {

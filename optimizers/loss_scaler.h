@@ -71,7 +71,7 @@ class LossScaler {
 };
 
 // True when any element is an infinity or a NaN. Host memory; vectorized and
-// split over the CPU pool (optimizers/parallel.h).
+// split over the CPU pool (compute/parallel.h).
 bool HasInfOrNan(std::span<const float> x);
 bool HasInfOrNan(std::span<const bf16> x);
 bool HasInfOrNan(std::span<const f16> x);

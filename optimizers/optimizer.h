@@ -59,8 +59,8 @@ class Optimizer {
   // fp32 buffers per element: Adam 2, SGD with momentum 1, plain SGD 0.
   virtual int state_buffers() const = 0;
 
-  // Host memory; runs on all CPU threads of the pool (optimizers/parallel.h)
-  // with the best SIMD level (optimizers/cpu/isa.h). Blocks until done.
+  // Host memory; runs on all CPU threads of the pool (compute/parallel.h)
+  // with the best SIMD level (compute/cpu/isa.h). Blocks until done.
   // InvalidArgument (ValidateStepArgs) before touching anything.
   absl::Status Step(const StepArgs& args);
   // Device-accessible memory; enqueues one fused kernel on `stream` (a

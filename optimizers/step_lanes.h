@@ -1,7 +1,7 @@
 // The untyped pointers of a StepArgs, as the CPU loops and CUDA kernels take them.
 #pragma once
 
-#include "optimizers/elementwise.h"
+#include "compute/elementwise.h"
 #include "optimizers/optimizer.h"
 
 namespace zero {

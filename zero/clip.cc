@@ -5,7 +5,7 @@
 // so all ranks and all stages get the same norm to the last bit, and the
 // optimizer reads the clipped scale where the stream wrote it.
 #include "base/status_macros.h"
-#include "optimizers/elementwise_op.h"
+#include "compute/elementwise_op.h"
 #include "zero/buffer.h"
 #include "zero/engine.h"
 #include "zero/internal/model_states.h"

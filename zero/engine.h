@@ -335,7 +335,7 @@ class Engine {
   int restore_next_ = -1;  // the unit RestoreUnit takes next; -1: not restoring
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
-  // The last step's StepScalars (optimizers/elementwise_op.h) in device
+  // The last step's StepScalars (compute/elementwise_op.h) in device
   // memory; with clipping but no fp16 the host reads the norm only when
   // stats() asks (norm_on_device_).
   std::unique_ptr<Buffer> step_scalars_;

@@ -1,6 +1,6 @@
 #include "zero/precision.h"
 
-#include "optimizers/cpu/run_elementwise.h"
+#include "compute/cpu/run_elementwise.h"
 
 namespace zero {
 namespace {

@@ -3,8 +3,8 @@
 // rounds exactly as the optimizers' parameter copies do (nearest, ties to
 // even), so every stage that calls them gets the same bits. Host memory;
 // the caller has synchronized the stream that wrote it. Blocking forms of
-// the element-wise operations (optimizers/elementwise_executor.h runs them
-// on a stream), through the same CPU runner (optimizers/cpu/run_elementwise.h).
+// the element-wise operations (compute/elementwise_executor.h runs them
+// on a stream), through the same CPU runner (compute/cpu/run_elementwise.h).
 #pragma once
 
 #include <cstddef>

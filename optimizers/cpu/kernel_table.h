@@ -6,9 +6,9 @@
 #include <cstddef>
 
 #include "base/dtype.h"
+#include "compute/cpu/isa.h"
+#include "compute/elementwise.h"
 #include "optimizers/adam_rule.h"
-#include "optimizers/elementwise.h"
-#include "optimizers/elementwise_op.h"
 #include "optimizers/sgd_rule.h"
 
 namespace zero::cpu {
@@ -19,19 +19,10 @@ using RangeFn = void (*)(const Scalars&, const RawLanes& lanes, size_t begin, si
 template <class Scalars>
 using RangeGrid = RangeFn<Scalars>[kNumDTypes][kNumCopySlots];  // [grad dtype][copy slot]
 
-// True when any element of [begin, end) of `data` is an infinity or a NaN.
-using NonFiniteFn = bool (*)(const void* data, size_t begin, size_t end);
-
-// Applies a map (elementwise_rules.h) to elements [begin, end) of `op`;
-// `scalar` is ScalarOf(op), read once by the caller.
-using MapFn = void (*)(const ElementwiseOp& op, float scalar, size_t begin, size_t end);
-
 struct KernelTable {
   RangeGrid<AdamScalars> adam[kNumAdamVariants];  // by AdamVariant() (adam_rule.h)
   RangeGrid<SgdScalars> sgd_plain;
   RangeGrid<SgdScalars> sgd_momentum;
-  NonFiniteFn any_nonfinite[kNumDTypes];
-  MapFn map[kNumMapKinds][kNumDTypes];  // [ElementwiseKind][dtype]
 };
 
 // One per translation unit (kernels_<level>.cc). Call only the levels that
@@ -39,5 +30,8 @@ struct KernelTable {
 const KernelTable& ScalarKernels();
 const KernelTable& Avx2Kernels();
 const KernelTable& Avx512Kernels();
+
+const KernelTable& KernelsFor(CpuIsa isa);  // requires IsSupported(isa)
+const KernelTable& ActiveKernels();
 
 }  // namespace zero::cpu

@@ -9,8 +9,8 @@
 #include "optimizers/cpu/kernel_table.h"
 
 #if defined(__AVX2__) && defined(__F16C__)
+#include "compute/cpu/ops_avx2.h"
 #include "optimizers/cpu/kernels_impl.h"
-#include "optimizers/cpu/ops_avx2.h"
 #endif
 
 namespace zero::cpu {
@@ -20,7 +20,7 @@ const KernelTable& Avx2Kernels() {
   static const KernelTable table = MakeKernelTable<avx2::Ops>();
   return table;
 #else
-  return ScalarKernels();  // not an x86 build: isa.cc never selects this level
+  return ScalarKernels();  // not an x86 build: KernelsFor never selects this level
 #endif
 }
 

@@ -15,8 +15,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #if defined(__AVX512F__)
+#include "compute/cpu/ops_avx512.h"
 #include "optimizers/cpu/kernels_impl.h"
-#include "optimizers/cpu/ops_avx512.h"
 #endif
 
 namespace zero::cpu {
@@ -26,7 +26,7 @@ const KernelTable& Avx512Kernels() {
   static const KernelTable table = MakeKernelTable<avx512::Ops>();
   return table;
 #else
-  return ScalarKernels();  // not an x86 build: isa.cc never selects this level
+  return ScalarKernels();  // not an x86 build: KernelsFor never selects this level
 #endif
 }
 

@@ -14,10 +14,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "compute/elementwise.h"
 #include "optimizers/cpu/kernel_table.h"
-#include "optimizers/cpu/map_range.h"
-#include "optimizers/elementwise.h"
-#include "optimizers/elementwise_rules.h"
 
 namespace zero::cpu {
 
@@ -67,30 +65,6 @@ void RunRange(const typename Kernel::Scalars& scalars, const RawLanes& raw, size
   if (i < end) ApplyTail<Ops>(kernel, io, i, end - i);
 }
 
-// Inf and NaN are the values whose exponent bits are all ones. A running max
-// of the masked exponent reaches the mask exactly then; the fixed-size block
-// lets the compiler vectorize the max and still stop early.
-template <class Ops, class T>
-bool AnyNonFiniteRange(const void* data, size_t begin, size_t end) {
-  using Bits = typename ExponentField<T>::Bits;
-  constexpr Bits kMask = ExponentField<T>::kMask;
-  const Bits* x = static_cast<const Bits*>(data);
-  constexpr size_t kBlock = 1024;
-  size_t i = begin;
-  for (; i + kBlock <= end; i += kBlock) {
-    Bits acc = 0;
-    for (size_t j = 0; j < kBlock; ++j) {
-      const Bits e = x[i + j] & kMask;
-      acc = e > acc ? e : acc;
-    }
-    if (acc == kMask) return true;
-  }
-  for (; i < end; ++i) {
-    if (IsNonFinite<T>(x[i])) return true;
-  }
-  return false;
-}
-
 template <class Ops, template <class> class K>
 void FillGrid(RangeGrid<typename K<Ops>::Scalars>& grid) {
   for (int g = 0; g < kNumDTypes; ++g) {
@@ -112,11 +86,6 @@ KernelTable MakeKernelTable() {
   FillAdamGrids<Ops>(t, std::make_integer_sequence<int, kNumAdamVariants>());
   FillGrid<Ops, SgdPlainKernel>(t.sgd_plain);
   FillGrid<Ops, SgdMomentumKernel>(t.sgd_momentum);
-  for (int d = 0; d < kNumDTypes; ++d) {
-    t.any_nonfinite[d] = VisitDType(static_cast<DType>(d),
-                                    []<class T>() { return &AnyNonFiniteRange<Ops, T>; });
-  }
-  FillMapTable<Ops>(t.map);
   return t;
 }
 

@@ -4,8 +4,8 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include "compute/cpu/ops_scalar.h"
 #include "optimizers/cpu/kernels_impl.h"
-#include "optimizers/cpu/ops_scalar.h"
 
 namespace zero::cpu {
 

@@ -1,15 +1,25 @@
 #include "optimizers/cpu/run.h"
 
-#include <atomic>
-
-#include "optimizers/cpu/isa.h"
+#include "compute/elementwise.h"
+#include "compute/parallel.h"
 #include "optimizers/cpu/kernel_table.h"
 #include "optimizers/cpu/run_grid.h"
-#include "optimizers/elementwise.h"
-#include "optimizers/parallel.h"
 #include "optimizers/step_lanes.h"
 
 namespace zero::cpu {
+
+const KernelTable& KernelsFor(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512:
+      return Avx512Kernels();
+    case CpuIsa::kAvx2:
+      return Avx2Kernels();
+    default:
+      return ScalarKernels();
+  }
+}
+
+const KernelTable& ActiveKernels() { return KernelsFor(ActiveCpuIsa()); }
 
 void RunAdam(const AdamScalars& scalars, const StepArgs& args) {
   RunGrid(ActiveKernels().adam[AdamVariant(scalars)], scalars, args);
@@ -18,17 +28,6 @@ void RunAdam(const AdamScalars& scalars, const StepArgs& args) {
 void RunSgd(const SgdScalars& scalars, bool momentum, const StepArgs& args) {
   const KernelTable& t = ActiveKernels();
   RunGrid(momentum ? t.sgd_momentum : t.sgd_plain, scalars, args);
-}
-
-bool AnyNonFinite(const void* data, DType dtype, size_t count) {
-  const NonFiniteFn fn = ActiveKernels().any_nonfinite[static_cast<int>(dtype)];
-  std::atomic<bool> found{false};
-  ParallelFor(count, [&](size_t begin, size_t end) {
-    if (!found.load(std::memory_order_relaxed) && fn(data, begin, end)) {
-      found.store(true, std::memory_order_relaxed);
-    }
-  });
-  return found.load();
 }
 
 }  // namespace zero::cpu

@@ -16,7 +16,4 @@ void RunAdam(const AdamScalars& scalars, const StepArgs& args);
 // `momentum` picks the rule with one state buffer (args.state[0]).
 void RunSgd(const SgdScalars& scalars, bool momentum, const StepArgs& args);
 
-// True when any of the `count` elements at `data` is an infinity or a NaN.
-bool AnyNonFinite(const void* data, DType dtype, size_t count);
-
 }  // namespace zero::cpu

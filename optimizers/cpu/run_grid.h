@@ -4,10 +4,10 @@
 // and the same thread split.
 #pragma once
 
+#include "compute/elementwise.h"
+#include "compute/parallel.h"
 #include "optimizers/cpu/kernel_table.h"
-#include "optimizers/elementwise.h"
 #include "optimizers/optimizer.h"
-#include "optimizers/parallel.h"
 #include "optimizers/step_lanes.h"
 
 namespace zero::cpu {

@@ -3,10 +3,10 @@
 // (adam_rule.h, sgd_rule.h), over the arithmetic policy of cuda/ops.h.
 #include <cuda_runtime_api.h>
 
+#include "compute/cuda/grid.h"
+#include "compute/cuda/ops.h"
 #include "memory/cuda/current_device.h"
-#include "optimizers/cuda/grid.h"
 #include "optimizers/cuda/kernels.h"
-#include "optimizers/cuda/ops.h"
 
 namespace zero::cuda::internal {
 namespace {
@@ -40,8 +40,6 @@ int Launch(const typename K<Ops>::Scalars& s, const RawLanes& lanes, DType grad,
 
 }  // namespace
 
-int DeviceCount(int* count) { return cudaGetDeviceCount(count); }
-
 int LaunchAdam(const AdamScalars& s, const RawLanes& lanes, DType grad, int copy_slot, size_t n,
                void* stream) {
   return Launch<AdamDynamicKernel>(s, lanes, grad, copy_slot, n, stream);
@@ -52,7 +50,5 @@ int LaunchSgd(const SgdScalars& s, bool momentum, const RawLanes& lanes, DType g
   return momentum ? Launch<SgdMomentumKernel>(s, lanes, grad, copy_slot, n, stream)
                   : Launch<SgdPlainKernel>(s, lanes, grad, copy_slot, n, stream);
 }
-
-const char* ErrorString(int error) { return cudaGetErrorString(static_cast<cudaError_t>(error)); }
 
 }  // namespace zero::cuda::internal

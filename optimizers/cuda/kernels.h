@@ -7,18 +7,16 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "compute/elementwise.h"
 #include "optimizers/adam_rule.h"
-#include "optimizers/elementwise.h"
 #include "optimizers/sgd_rule.h"
 
 namespace zero::cuda::internal {
 
 // Each returns a cudaError_t value (0 = success). `stream` is a cudaStream_t.
-int DeviceCount(int* count);
 int LaunchAdam(const AdamScalars& s, const RawLanes& lanes, DType grad, int copy_slot, size_t n,
                void* stream);
 int LaunchSgd(const SgdScalars& s, bool momentum, const RawLanes& lanes, DType grad, int copy_slot,
               size_t n, void* stream);
-const char* ErrorString(int error);
 
 }  // namespace zero::cuda::internal

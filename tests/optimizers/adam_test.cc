@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "compute/cpu/isa.h"
 #include "gtest/gtest.h"
-#include "optimizers/cpu/isa.h"
 #include "tests/optimizers/reference.h"
 #include "tests/optimizers/test_util.h"
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compute/cuda/launch.h"
 #include "gtest/gtest.h"
 #include "optimizers/cuda/launch.h"
 #include "tests/optimizers/test_util.h"

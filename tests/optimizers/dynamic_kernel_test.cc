@@ -4,12 +4,12 @@
 // optimizer's CPU kernels: every choice, bit for bit.
 #include <vector>
 
+#include "compute/cpu/isa.h"
+#include "compute/cpu/ops_scalar.h"
+#include "compute/elementwise.h"
 #include "gtest/gtest.h"
 #include "optimizers/adam.h"
 #include "optimizers/adam_rule.h"
-#include "optimizers/cpu/isa.h"
-#include "optimizers/cpu/ops_scalar.h"
-#include "optimizers/elementwise.h"
 #include "optimizers/step_lanes.h"
 #include "tests/optimizers/test_util.h"
 

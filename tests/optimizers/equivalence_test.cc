@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "compute/cpu/isa.h"
+#include "compute/parallel.h"
 #include "gtest/gtest.h"
-#include "optimizers/cpu/isa.h"
-#include "optimizers/parallel.h"
+#include "optimizers/cpu/kernel_table.h"
 #include "tests/optimizers/reference.h"
 #include "tests/optimizers/test_util.h"
 

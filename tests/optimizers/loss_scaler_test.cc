@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "compute/cpu/isa.h"
+#include "compute/parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "optimizers/cpu/isa.h"
-#include "optimizers/parallel.h"
 
 namespace zero {
 namespace {

@@ -9,7 +9,7 @@
 // both, i.e. every run without clipping (element-wise rules without fused
 // operations, rank-order fp32 sums in the collectives, the same optimizer
 // rule). Clipping differs by design: the card's sum of squares adds in its
-// own fixed order (optimizers/cuda/elementwise_kernels.h), so the norm, the
+// own fixed order (compute/cuda/elementwise_kernels.h), so the norm, the
 // coefficient and the parameters may differ in their last bits; those runs
 // are compared within a tolerance.
 //

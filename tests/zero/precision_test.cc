@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/optimizers/elementwise_reference.h"
+#include "tests/compute/elementwise_reference.h"
 #include "tests/optimizers/test_util.h"
 
 namespace zero::testing {

@@ -8,10 +8,10 @@
 
 #include "absl/status/status.h"
 #include "base/dtype.h"
+#include "compute/elementwise_executor.h"
 #include "memory/device_system.h"
 #include "memory/resource.h"
 #include "memory/stream.h"
-#include "optimizers/elementwise_executor.h"
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"

@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "base/dtype.h"
+#include "compute/elementwise_executor.h"
 #include "memory/device_system.h"
 #include "memory/stream.h"
-#include "optimizers/elementwise_executor.h"
 #include "zero/comm/collective.h"
 
 namespace zero {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/dtype.h"
-#include "optimizers/elementwise_op.h"
+#include "compute/elementwise_op.h"
 
 namespace zero::testing {
 

@@ -1,11 +1,11 @@
-#include "optimizers/elementwise_executor.h"
+#include "compute/elementwise_executor.h"
 
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "optimizers/cpu/run_elementwise.h"
-#include "optimizers/cuda/launch.h"
+#include "compute/cpu/run_elementwise.h"
+#include "compute/cuda/launch.h"
 
 namespace zero {
 namespace {

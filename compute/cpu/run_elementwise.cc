@@ -1,12 +1,11 @@
-#include "optimizers/cpu/run_elementwise.h"
+#include "compute/cpu/run_elementwise.h"
 
+#include <atomic>
 #include <cstdint>
 
-#include "optimizers/cpu/isa.h"
-#include "optimizers/cpu/kernel_table.h"
-#include "optimizers/cpu/run.h"
-#include "optimizers/elementwise_rules.h"
-#include "optimizers/parallel.h"
+#include "compute/cpu/map_table.h"
+#include "compute/elementwise_rules.h"
+#include "compute/parallel.h"
 
 namespace zero::cpu {
 
@@ -19,6 +18,30 @@ double SumOfSquares(const void* src, DType dtype, size_t count) {
   });
 }
 
+const MapTable& MapsFor(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512:
+      return Avx512Maps();
+    case CpuIsa::kAvx2:
+      return Avx2Maps();
+    default:
+      return ScalarMaps();
+  }
+}
+
+const MapTable& ActiveMaps() { return MapsFor(ActiveCpuIsa()); }
+
+bool AnyNonFinite(const void* data, DType dtype, size_t count) {
+  const NonFiniteFn fn = ActiveMaps().any_nonfinite[static_cast<int>(dtype)];
+  std::atomic<bool> found{false};
+  ParallelFor(count, [&](size_t begin, size_t end) {
+    if (!found.load(std::memory_order_relaxed) && fn(data, begin, end)) {
+      found.store(true, std::memory_order_relaxed);
+    }
+  });
+  return found.load();
+}
+
 void RunElementwise(const ElementwiseOp& op) {
   if (op.kind == ElementwiseKind::kSumOfSquares) {
     *static_cast<double*>(op.dst) += SumOfSquares(op.src, op.dtype, op.count);
@@ -29,7 +52,7 @@ void RunElementwise(const ElementwiseOp& op) {
     if (AnyNonFinite(op.src, op.dtype, op.count)) *static_cast<int32_t*>(op.dst) = 1;
   } else {
     const MapFn fn =
-        ActiveKernels().map[static_cast<int>(op.kind)][static_cast<int>(op.dtype)];
+        ActiveMaps().map[static_cast<int>(op.kind)][static_cast<int>(op.dtype)];
     const float scalar = ScalarOf(op);
     ParallelFor(op.count, [&](size_t begin, size_t end) { fn(op, scalar, begin, end); });
   }

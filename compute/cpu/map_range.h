@@ -1,5 +1,5 @@
 // The CPU loop of the element-wise maps (elementwise_rules.h) at one SIMD
-// level. Included only through cpu/kernels_impl.h, by files compiled with
+// level. Included only through cpu/maps_impl.h, by files compiled with
 // that level's -m flags; templates over Ops for the reason given there.
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "optimizers/cpu/kernel_table.h"
-#include "optimizers/elementwise_op.h"
-#include "optimizers/elementwise_rules.h"
+#include "compute/cpu/map_table.h"
+#include "compute/elementwise_op.h"
+#include "compute/elementwise_rules.h"
 
 namespace zero::cpu {
 

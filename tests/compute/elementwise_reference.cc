@@ -1,4 +1,4 @@
-#include "tests/optimizers/elementwise_reference.h"
+#include "tests/compute/elementwise_reference.h"
 
 #include <cmath>
 #include <cstring>

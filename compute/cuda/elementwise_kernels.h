@@ -1,5 +1,5 @@
 // The nvcc-compiled side of the element-wise operations (elementwise_op.h):
-// no CUDA and no abseil types, as kernels.h. Use launch.h, not this.
+// no CUDA and no abseil types. Use launch.h, not this.
 //
 // Maps are grid-stride kernels over packs of 8 elements (16-byte loads of
 // 2-byte types, two of fp32) when every pointer is 16-byte aligned, and the
@@ -17,7 +17,7 @@
 // a block, at most 32 KiB), freed on the stream after the final pass.
 #pragma once
 
-#include "optimizers/elementwise_op.h"
+#include "compute/elementwise_op.h"
 
 namespace zero::cuda::internal {
 
@@ -26,5 +26,10 @@ namespace zero::cuda::internal {
 // the current card); the caller's card is current again after. Returns a
 // cudaError_t value.
 int LaunchElementwise(const ElementwiseOp& op, int device, void* stream);
+
+// cudaGetDeviceCount's error (0 when it answered) and count.
+int DeviceCount(int* count);
+// cudaGetErrorString of a cudaError_t value.
+const char* ErrorString(int error);
 
 }  // namespace zero::cuda::internal

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "compute/cuda/elementwise_kernels.h"
+#include "compute/cuda/grid.h"
+#include "compute/cuda/ops.h"
+#include "compute/elementwise_rules.h"
 #include "memory/cuda/current_device.h"
-#include "optimizers/cuda/elementwise_kernels.h"
-#include "optimizers/cuda/grid.h"
-#include "optimizers/cuda/ops.h"
-#include "optimizers/elementwise_rules.h"
 
 namespace zero::cuda::internal {
 namespace {
@@ -178,5 +178,9 @@ int LaunchElementwise(const ElementwiseOp& op, int device, void* stream) {
   (void)cudaGetLastError();  // an earlier call's error is not this launch's (kernels.cu)
   return Launch(op, st);
 }
+
+int DeviceCount(int* count) { return cudaGetDeviceCount(count); }
+
+const char* ErrorString(int error) { return cudaGetErrorString(static_cast<cudaError_t>(error)); }
 
 }  // namespace zero::cuda::internal

@@ -13,7 +13,7 @@
 
 #include "base/dtype.h"
 #include "base/host_device.h"
-#include "optimizers/elementwise_op.h"
+#include "compute/elementwise_op.h"
 
 namespace zero {
 

@@ -1,4 +1,4 @@
-#include "optimizers/parallel.h"
+#include "compute/parallel.h"
 
 #include <sched.h>
 

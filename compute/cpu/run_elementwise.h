@@ -19,7 +19,7 @@
 #include <cstddef>
 
 #include "base/dtype.h"
-#include "optimizers/elementwise_op.h"
+#include "compute/elementwise_op.h"
 
 namespace zero::cpu {
 
@@ -27,5 +27,8 @@ void RunElementwise(const ElementwiseOp& op);
 
 // The sum of squares of `count` elements in fp64, in element order.
 double SumOfSquares(const void* src, DType dtype, size_t count);
+
+// True when any of the `count` elements at `data` is an infinity or a NaN.
+bool AnyNonFinite(const void* data, DType dtype, size_t count);
 
 }  // namespace zero::cpu

@@ -2,7 +2,7 @@
 // thread), on meta devices (nothing), and its argument checks. The
 // arithmetic itself is elementwise_test.cc's; here each operation is checked
 // once more against the reference, through the stream.
-#include "optimizers/elementwise_executor.h"
+#include "compute/elementwise_executor.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
 #include "memory/host_stream.h"
-#include "tests/optimizers/elementwise_reference.h"
+#include "tests/compute/elementwise_reference.h"
 #include "tests/optimizers/test_util.h"
 
 namespace zero::testing {

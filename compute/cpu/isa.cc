@@ -1,4 +1,4 @@
-#include "optimizers/cpu/isa.h"
+#include "compute/cpu/isa.h"
 
 #include <atomic>
 #include <string>
@@ -71,18 +71,5 @@ absl::Status SetCpuIsa(CpuIsa isa) {
 }
 
 CpuIsa ActiveCpuIsa() { return static_cast<CpuIsa>(ActiveSlot().load(std::memory_order_relaxed)); }
-
-const KernelTable& KernelsFor(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kAvx512:
-      return Avx512Kernels();
-    case CpuIsa::kAvx2:
-      return Avx2Kernels();
-    default:
-      return ScalarKernels();
-  }
-}
-
-const KernelTable& ActiveKernels() { return KernelsFor(ActiveCpuIsa()); }
 
 }  // namespace zero::cpu

@@ -1,19 +1,21 @@
-// The CPU runner of the element-wise operations (optimizers/cpu/
+// The CPU runner of the element-wise operations (compute/cpu/
 // run_elementwise.h) against the independent references, bit for bit: every
 // map, dtype and SIMD level, odd sizes, misaligned spans, guards after the
 // span, and large spans split over threads.
 #include <cmath>
+#include <iostream>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "compute/cpu/isa.h"
+#include "compute/cpu/map_table.h"
+#include "compute/cpu/run_elementwise.h"
+#include "compute/elementwise_rules.h"
+#include "compute/parallel.h"
 #include "gtest/gtest.h"
-#include "optimizers/cpu/isa.h"
-#include "optimizers/cpu/run_elementwise.h"
-#include "optimizers/elementwise_rules.h"
-#include "optimizers/parallel.h"
-#include "tests/optimizers/elementwise_reference.h"
+#include "tests/compute/elementwise_reference.h"
 #include "tests/optimizers/test_util.h"
 
 namespace zero::testing {
@@ -107,6 +109,28 @@ TEST_P(PerIsa, FlagFindsInfAndNanAnywhere) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, PerIsa, ::testing::ValuesIn(cpu::kAllCpuIsas),
                          [](const auto& info) { return std::string(cpu::Name(info.param)); });
+
+// A map file built without its -m flags compiles to the scalar table
+// (maps_avx2.cc, maps_avx512.cc), and every comparison above would then
+// compare scalar with scalar. On x86 each level the host runs must have a
+// table of its own, and be the one the runner then uses.
+TEST(CpuIsaTest, EachLevelTheHostRunsHasItsOwnMaps) {
+#if defined(__x86_64__)
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+    if (!cpu::IsSupported(isa)) {
+      std::cout << cpu::Name(isa) << ": not on this host, not checked\n";
+      continue;
+    }
+    EXPECT_NE(&cpu::MapsFor(isa), &cpu::ScalarMaps())
+        << cpu::Name(isa) << " returns the scalar table: its file was built without its flags";
+    ASSERT_TRUE(cpu::SetCpuIsa(isa).ok());
+    EXPECT_EQ(&cpu::ActiveMaps(), &cpu::MapsFor(isa)) << cpu::Name(isa);
+  }
+  ASSERT_TRUE(cpu::SetCpuIsa(cpu::BestCpuIsa()).ok());
+#else
+  GTEST_SKIP() << "one level only off x86";
+#endif
+}
 
 // Spans long enough that ParallelFor splits them: the same bits on one
 // thread and on four, and the reference's.

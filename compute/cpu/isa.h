@@ -6,7 +6,6 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "optimizers/cpu/kernel_table.h"
 
 namespace zero::cpu {
 
@@ -19,12 +18,9 @@ std::string_view Name(CpuIsa isa);
 bool IsSupported(CpuIsa isa);
 CpuIsa BestCpuIsa();
 
-// The level used by the optimizers from now on; FailedPrecondition if this
+// The level used by the CPU kernels (compute/ and optimizers/) from now on; FailedPrecondition if this
 // CPU cannot run it. Calls already running finish at the old level.
 absl::Status SetCpuIsa(CpuIsa isa);
 CpuIsa ActiveCpuIsa();
-
-const KernelTable& KernelsFor(CpuIsa isa);  // requires IsSupported(isa)
-const KernelTable& ActiveKernels();
 
 }  // namespace zero::cpu

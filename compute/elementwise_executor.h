@@ -27,9 +27,9 @@
 
 #include "absl/status/status.h"
 #include "base/dtype.h"
+#include "compute/elementwise_op.h"
 #include "memory/backend.h"
 #include "memory/stream.h"
-#include "optimizers/elementwise_op.h"
 
 namespace zero {
 

@@ -12,13 +12,13 @@
 #include <memory>
 #include <vector>
 
+#include "compute/cuda/launch.h"
+#include "compute/elementwise_executor.h"
+#include "compute/elementwise_rules.h"
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
 #include "memory/host_stream.h"
-#include "optimizers/cuda/launch.h"
-#include "optimizers/elementwise_executor.h"
-#include "optimizers/elementwise_rules.h"
-#include "tests/optimizers/elementwise_reference.h"
+#include "tests/compute/elementwise_reference.h"
 #include "tests/optimizers/test_util.h"
 
 namespace zero::testing {

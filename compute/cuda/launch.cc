@@ -1,0 +1,48 @@
+#include "compute/cuda/launch.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "compute/cuda/elementwise_kernels.h"
+
+namespace zero::cuda {
+
+int DeviceCount() {
+  int count = 0;
+  return internal::DeviceCount(&count) == 0 ? count : 0;
+}
+
+absl::Status RequireDevice() {
+  if (DeviceCount() > 0) return absl::OkStatus();
+  return absl::FailedPreconditionError("no CUDA device (or no driver)");
+}
+
+absl::Status FromCuda(int error, std::string_view what) {
+  if (error == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(std::string(what), ": ", internal::ErrorString(error)));
+}
+
+absl::Status FlagInfOrNan(const void* data, DType dtype, size_t count, int32_t* device_flag,
+                          void* stream) {
+  if (!IsValid(dtype)) return absl::InvalidArgumentError("invalid dtype");
+  if (device_flag == nullptr) return absl::InvalidArgumentError("device_flag is null");
+  if (count > 0 && data == nullptr) return absl::InvalidArgumentError("data is null");
+  if (absl::Status s = RequireDevice(); !s.ok()) return s;
+  const ElementwiseOp op{.kind = ElementwiseKind::kFlagNonFinite,
+                         .dtype = dtype,
+                         .count = count,
+                         .dst = device_flag,
+                         .src = data,
+                         .factor = nullptr,
+                         .value = 0,
+                         .limit = 0};
+  return FromCuda(internal::LaunchElementwise(op, -1, stream), "inf/nan check launch");
+}
+
+absl::Status RunElementwise(const ElementwiseOp& op, int device, void* stream) {
+  if (absl::Status s = RequireDevice(); !s.ok()) return s;
+  return FromCuda(internal::LaunchElementwise(op, device, stream),
+                  absl::StrCat(Name(op.kind), " launch"));
+}
+
+}  // namespace zero::cuda
