@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "compute/cpu/run_elementwise.h"
 #include "compute/cuda/launch.h"
+#include "compute/on_device.h"
 
 namespace zero {
 namespace {
@@ -57,27 +58,6 @@ ElementwiseOp OpOf(ElementwiseKind kind, DType dtype, size_t count, void* dst, c
           .factor = nullptr, .value = 0, .limit = 0};
 }
 
-class HostExecutor final : public ElementwiseExecutor {
- protected:
-  absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const override {
-    return stream.Enqueue([op] { cpu::RunElementwise(op); });
-  }
-};
-
-class CudaExecutor final : public ElementwiseExecutor {
- protected:
-  absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const override {
-    // The card number, not the pool's index: it picks the card of CUDA's
-    // default stream (a null handle), which "cuda:2" makes device 0.
-    return cuda::RunElementwise(op, stream.native_device(), stream.native_handle());
-  }
-};
-
-class MetaExecutor final : public ElementwiseExecutor {
- protected:
-  absl::Status Enqueue(const ElementwiseOp&, Stream&) const override { return absl::OkStatus(); }
-};
-
 }  // namespace
 
 absl::Status ValidateElementwiseOp(const ElementwiseOp& op) {
@@ -111,9 +91,8 @@ absl::Status ValidateElementwiseOp(const ElementwiseOp& op) {
 }
 
 const ElementwiseExecutor& ElementwiseExecutor::For(DeviceKind kind) {
-  static const HostExecutor host;
-  static const CudaExecutor cuda;
-  static const MetaExecutor meta;
+  static const ElementwiseExecutor host(DeviceKind::kHost), cuda(DeviceKind::kCuda),
+      meta(DeviceKind::kMeta);
   switch (kind) {
     case DeviceKind::kCuda: return cuda;
     case DeviceKind::kMeta: return meta;
@@ -127,7 +106,9 @@ absl::Status ElementwiseExecutor::Run(const ElementwiseOp& op, Stream* stream) c
   }
   if (absl::Status s = ValidateElementwiseOp(op); !s.ok()) return s;
   if (op.count == 0) return absl::OkStatus();
-  return Enqueue(op, *stream);
+  return RunOnDevice(
+      kind_, *stream, [op] { cpu::RunElementwise(op); },
+      [&op](int device, void* native) { return cuda::RunElementwise(op, device, native); });
 }
 
 absl::Status ElementwiseExecutor::Widen(float* dst, const void* src, size_t count,

@@ -1,5 +1,5 @@
 // Runs the engine's element-wise operations (elementwise_op.h) on the device
-// a stream belongs to, ordered with the stream's other work:
+// a stream belongs to, ordered with the stream's other work (on_device.h):
 //  - host devices: work enqueued on the host stream (Stream::Enqueue), run
 //    by cpu/run_elementwise.h at the active SIMD level, large spans split
 //    over the CPU pool (parallel.h); maps give the same bits for any split,
@@ -17,7 +17,7 @@
 // written when the work runs, so they never need to reach the host. Every
 // pointer must stay valid until the stream has run the work.
 //
-// Executors are stateless singletons; every method is thread-safe. Errors
+// Executors are immutable singletons; every method is thread-safe. Errors
 // (bad arguments, a failed launch) come back as InvalidArgument or the
 // launch's error; nothing is enqueued then.
 #pragma once
@@ -37,8 +37,6 @@ class ElementwiseExecutor {
  public:
   // The executor for a DeviceSystem's kind (DeviceSystem::kind()).
   static const ElementwiseExecutor& For(DeviceKind kind);
-
-  virtual ~ElementwiseExecutor() = default;
 
   // dst[i] = float(src[i]).
   absl::Status Widen(float* dst, const void* src, size_t count, DType src_dtype,
@@ -73,9 +71,9 @@ class ElementwiseExecutor {
   // What each method above calls: checks `op` and `stream`, then enqueues.
   absl::Status Run(const ElementwiseOp& op, Stream* stream) const;
 
- protected:
-  // Enqueues a checked `op` with count > 0 on `stream`.
-  virtual absl::Status Enqueue(const ElementwiseOp& op, Stream& stream) const = 0;
+ private:
+  explicit ElementwiseExecutor(DeviceKind kind) : kind_(kind) {}
+  const DeviceKind kind_;
 };
 
 // InvalidArgument naming the operation and the argument when `op` is not

@@ -63,7 +63,11 @@ class AdamOptimizer final : public Optimizer {
   double lr() const override { return config_.lr; }
 
  private:
-  void DoStep(const StepArgs& args) override { cpu::RunAdam(ScalarsFor(args), args); }
+  HostStep DoBindHostStep(const StepArgs& args) const override {
+    return [scalars = ScalarsFor(args), kept = KeptStepArgs(args)]() mutable {
+      cpu::RunAdam(scalars, kept.args());
+    };
+  }
   absl::Status DoStepCuda(const StepArgs& args, void* stream) override {
     return cuda::StepAdam(ScalarsFor(args), args, stream);
   }

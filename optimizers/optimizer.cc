@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "compute/on_device.h"
 #include "optimizers/hyper_params.h"
 
 namespace zero {
@@ -42,9 +44,32 @@ absl::Status ValidateStepArgs(const StepArgs& args, int state_buffers) {
 }
 
 absl::Status Optimizer::Step(const StepArgs& args) {
-  if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
-  DoStep(args);
+  absl::StatusOr<HostStep> step = BindHostStep(args);
+  if (!step.ok()) return step.status();
+  std::move (*step)();
   return absl::OkStatus();
+}
+
+absl::StatusOr<HostStep> Optimizer::BindHostStep(const StepArgs& args) const {
+  if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
+  return DoBindHostStep(args);
+}
+
+absl::Status Optimizer::Step(const StepArgs& args, DeviceKind kind, Stream* stream,
+                             absl::AnyInvocable<bool()> wanted) {
+  if (stream == nullptr) return absl::InvalidArgumentError("optimizer step: stream is null");
+  if (absl::Status s = ValidateStepArgs(args, state_buffers()); !s.ok()) return s;
+  if (kind != DeviceKind::kHost) {
+    return RunOnDevice(kind, *stream, [] {}, [&](int /*device*/, void* native) {
+      return DoStepCuda(args, native);
+    });
+  }
+  return RunOnDevice(
+      kind, *stream,
+      [step = DoBindHostStep(args), wanted = std::move(wanted)]() mutable {
+        if (!wanted || wanted()) std::move(step)();
+      },
+      [](int, void*) { return absl::OkStatus(); });
 }
 
 absl::Status Optimizer::StepCuda(const StepArgs& args, void* stream) {

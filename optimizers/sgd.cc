@@ -46,8 +46,9 @@ class SgdOptimizer final : public Optimizer {
   double lr() const override { return config_.lr; }
 
  private:
-  void DoStep(const StepArgs& args) override {
-    cpu::RunSgd(MakeScalars(config_, config_.lr, args), has_momentum(), args);
+  HostStep DoBindHostStep(const StepArgs& args) const override {
+    return [scalars = MakeScalars(config_, config_.lr, args), momentum = has_momentum(),
+            kept = KeptStepArgs(args)]() mutable { cpu::RunSgd(scalars, momentum, kept.args()); };
   }
   absl::Status DoStepCuda(const StepArgs& args, void* stream) override {
     return cuda::StepSgd(MakeScalars(config_, config_.lr, args), has_momentum(), args, stream);

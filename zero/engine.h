@@ -162,7 +162,12 @@ class Engine {
   }
 
   // Collective: after gradient_accumulation_steps complete micro-batches,
-  // updates the parameters and makes them whole again on every rank.
+  // updates the parameters and makes them whole again on every rank. The
+  // update is ordered on stream() and the host does not wait for it (fp16's
+  // skip decision aside): read the parameters after stream()->Synchronize().
+  // A collective that failed on a stream before the update calls it off on
+  // host devices; it is Step's error when already known, else the next
+  // call's (AsyncError after a synchronize).
   absl::Status Step();
   // Drops the gradients of the current step (and of a partial micro-batch).
   absl::Status ZeroGrad();
@@ -267,15 +272,16 @@ class Engine {
   absl::Status UpdateUnit(int unit, GradScale grad_scale);
   // One optimizer call over `master` (flat elements from `first_element`
   // of the layout; state from `state_offset`, the unit's owned gradients);
-  // writes the model-dtype copy to `copy` when mixed. Enqueued on the
-  // card's stream, or run on the calling thread.
+  // writes the model-dtype copy to `copy` when mixed. Enqueued on stream()
+  // (on its device, whatever it is), or run on the calling thread over host
+  // memory (offload's CPU step).
   absl::Status RunOptimizer(int unit, std::span<float> master, size_t first_element,
                             size_t state_offset, void* copy, int64_t step, GradScale grad_scale,
-                            bool on_card);
+                            bool on_stream);
   // The same over given state spans and gradients (a chunk of a piece).
   absl::Status RunOptimizerOn(std::span<float> master, size_t first_element,
                               std::span<const std::span<float>> state, const void* grads,
-                              void* copy, int64_t step, GradScale grad_scale, bool on_card);
+                              void* copy, int64_t step, GradScale grad_scale, bool on_stream);
   // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
   float MeanGradScale() const;
   // Enqueues on stream() the global norm of the mean gradient and the

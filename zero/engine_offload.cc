@@ -89,7 +89,7 @@ absl::Status Engine::StepOnHost(int unit, int64_t step, float grad_scale) {
   char* updated = UpdatedPiece(unit);
   RETURN_IF_ERROR(RunOptimizer(unit, {master, u.shard}, ctx_->owned_offset(unit),
                                u.shard_offset, ctx_->mixed ? updated : nullptr, step,
-                               GradScale{grad_scale}, /*on_card=*/false));
+                               GradScale{grad_scale}, /*on_stream=*/false));
   // fp32 parameters kept on the host are the master's copy.
   if (!ctx_->mixed && updated != reinterpret_cast<char*>(master)) {
     std::memcpy(updated, master, u.shard * sizeof(float));
@@ -163,7 +163,7 @@ absl::Status Engine::StepOnNvme(int unit, int64_t step, float grad_scale) {
         for (size_t p = 1; p < planes.size(); ++p) state.emplace_back(planes[p], n);
         RETURN_IF_ERROR(RunOptimizerOn({planes[0], n}, first + at, state, grads + at * esize,
                                        ctx_->mixed ? updated + at * esize : nullptr, step,
-                                       GradScale{grad_scale}, /*on_card=*/false));
+                                       GradScale{grad_scale}, /*on_stream=*/false));
         if (!ctx_->mixed) std::memcpy(updated + at * esize, planes[0], n * sizeof(float));
         return absl::OkStatus();
       });

@@ -67,19 +67,19 @@ absl::Status Engine::SkipStep() {
 
 absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t first_element,
                                   size_t state_offset, void* copy, int64_t step,
-                                  GradScale grad_scale, bool on_card) {
+                                  GradScale grad_scale, bool on_stream) {
   std::vector<std::span<float>> state;
   for (Buffer& s : states_->optimizer_state()) {
     state.emplace_back(s.data<float>() + state_offset, master.size());
   }
   return RunOptimizerOn(master, first_element, state, states_->OwnedGrads(unit), copy, step,
-                        grad_scale, on_card);
+                        grad_scale, on_stream);
 }
 
 absl::Status Engine::RunOptimizerOn(std::span<float> master, size_t first_element,
                                     std::span<const std::span<float>> state, const void* grads,
                                     void* copy, int64_t step, GradScale grad_scale,
-                                    bool on_card) {
+                                    bool on_stream) {
   StepArgs args{.params = master,
                 .grads = grads,
                 .grad_dtype = ctx_->dtype,
@@ -90,7 +90,12 @@ absl::Status Engine::RunOptimizerOn(std::span<float> master, size_t first_elemen
                 .param_copy = copy,
                 .copy_dtype = ctx_->mixed ? ctx_->dtype : DType::kBF16,
                 .first_element = first_element};
-  if (on_card) return optimizer_->StepCuda(args, ctx_->stream->native_handle());
+  if (on_stream) {
+    // On host devices a reduction that failed on the stream before the
+    // update calls it off, so a failed step changes no parameter.
+    return optimizer_->Step(args, ctx_->devices->kind(), ctx_->stream,
+                            [comm = ctx_->comm] { return comm->AsyncError().ok(); });
+  }
   return optimizer_->Step(args);
 }
 
@@ -114,16 +119,13 @@ absl::Status Engine::UpdateUnit(int unit, GradScale grad_scale) {
   char* params = whole ? states_->WholeParams(unit) : states_->ModelPiece(unit);
   float* master =
       ctx_->mixed ? states_->master_data() + state_offset : reinterpret_cast<float*>(params);
-  if (ctx_->has_bytes) {
-    const bool on_card = ctx_->on_card();
-    if (!on_card) {
-      RETURN_IF_ERROR(ctx_->stream->Synchronize());
-      RETURN_IF_ERROR(ctx_->comm->AsyncError());
-    }
-    const size_t first = whole ? u.offset : ctx_->owned_offset(unit);
-    RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, first, state_offset,
-                                 ctx_->mixed ? params : nullptr, steps_, grad_scale, on_card));
-  }
+  // Ordered on the stream after the reductions, on whatever device it is:
+  // the host does not wait (a collective that failed on a stream meanwhile
+  // is Step's AsyncError, at its end or on the next call).
+  const size_t first = whole ? u.offset : ctx_->owned_offset(unit);
+  RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, first, state_offset,
+                               ctx_->mixed ? params : nullptr, steps_, grad_scale,
+                               /*on_stream=*/true));
   // Stage 3 keeps its pieces; they are gathered when next fetched.
   if (whole || ctx_->config.stage == 3) return absl::OkStatus();
   return gatherer_->Publish(unit);

@@ -105,10 +105,20 @@ absl::Status GroupedOptimizer::Split(const StepArgs& args, StepFn step) const {
   return absl::OkStatus();
 }
 
-void GroupedOptimizer::DoStep(const StepArgs& args) {
-  // The slices the engine passes are valid (Optimizer::Step checked them), so
-  // the parts are too; an error here would be a bug in Split.
-  (void)Split(args, [](Optimizer& group, const StepArgs& sub) { return group.Step(sub); });
+HostStep GroupedOptimizer::DoBindHostStep(const StepArgs& args) const {
+  // Each group's part is bound now, with that group's settings. The slices
+  // the engine passes are valid (BindHostStep checked them), so the parts
+  // are too; an error here would be a bug in Split.
+  std::vector<HostStep> parts;
+  (void)Split(args, [&parts](const Optimizer& group, const StepArgs& sub) -> absl::Status {
+    absl::StatusOr<HostStep> part = group.BindHostStep(sub);
+    if (!part.ok()) return part.status();
+    parts.push_back(*std::move(part));
+    return absl::OkStatus();
+  });
+  return [parts = std::move(parts)]() mutable {
+    for (HostStep& part : parts) std::move(part)();
+  };
 }
 
 absl::Status GroupedOptimizer::DoStepCuda(const StepArgs& args, void* stream) {

@@ -38,7 +38,7 @@ class GroupedOptimizer : public Optimizer {
   double lr() const override { return groups_[0]->lr(); }
 
  protected:
-  void DoStep(const StepArgs& args) override;
+  HostStep DoBindHostStep(const StepArgs& args) const override;
   absl::Status DoStepCuda(const StepArgs& args, void* stream) override;
   void DoSetLr(double lr) override;
 

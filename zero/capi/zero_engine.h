@@ -141,7 +141,10 @@ int zero_engine_release(zero_engine_t engine, int module);
 int zero_engine_add_grad(zero_engine_t engine, int param, const void* grad, size_t numel,
                          int dtype);
 /* Collective: the optimizer step after gradient_accumulation_steps
- * micro-batches. */
+ * micro-batches. Returns once the update is enqueued on the engine's stream
+ * (the host does not wait for it): a collective of this step that fails on
+ * the stream calls the update off on host devices, and is this call's error
+ * when already known, else zero_engine_synchronize's (and the next call's). */
 int zero_engine_step(zero_engine_t engine);
 /* Drops the gradients of the current step. */
 int zero_engine_zero_grad(zero_engine_t engine);

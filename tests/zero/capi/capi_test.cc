@@ -282,8 +282,11 @@ TEST(CapiErrors, BadInputIsNamed) {
 }
 
 // A reduce-scatter that fails after add_grad returned (it runs on the
-// communicator's thread, behind the engine's stream): Step refuses with
-// that failure and changes no parameter.
+// communicator's thread, behind the engine's stream): the update behind it
+// on the stream is called off, so no parameter changes, and the failure is
+// the step's error: Step's own when the reduction had failed by the time
+// Step enqueued the update, else the next wait's (Step does not wait on the
+// host: issue 41), zero_engine_synchronize's in either case.
 TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
   zero_collectives fns{};
   fns.all_gather = [](const void* send, void* recv, size_t n, int, void*, void*) {
@@ -310,15 +313,19 @@ TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
   ASSERT_EQ(zero_engine_set_param(engine, 0, start.data(), 40), 0);
   ASSERT_EQ(zero_engine_add_grad(engine, 0, grad.data(), 40, ZERO_F32), 0)
       << "the reduction runs after add_grad returns";
-  EXPECT_EQ(zero_engine_step(engine), 13);
-  const std::string error = zero_engine_last_error();
-  EXPECT_NE(error.find("ReduceScatter"), std::string::npos) << error;
-  EXPECT_NE(error.find("the process group is gone"), std::string::npos) << error;
-  // Waiting for the engine's work reports the failure too (a gather that
-  // fails after Step returned would otherwise leave stale parameters unseen).
+  const int stepped = zero_engine_step(engine);
+  EXPECT_TRUE(stepped == 0 || stepped == 13) << stepped;
+  if (stepped != 0) {
+    const std::string error = zero_engine_last_error();
+    EXPECT_NE(error.find("ReduceScatter"), std::string::npos) << error;
+    EXPECT_NE(error.find("the process group is gone"), std::string::npos) << error;
+  }
+  // Waiting for the engine's work reports the failure (a gather that fails
+  // after Step returned would otherwise leave stale parameters unseen).
   EXPECT_EQ(zero_engine_synchronize(engine), 13);
-  EXPECT_NE(std::string(zero_engine_last_error()).find("the process group is gone"),
-            std::string::npos);
+  const std::string waited = zero_engine_last_error();
+  EXPECT_NE(waited.find("ReduceScatter"), std::string::npos) << waited;
+  EXPECT_NE(waited.find("the process group is gone"), std::string::npos) << waited;
   void* data = nullptr;
   size_t numel = 0;
   int dtype = 0;
