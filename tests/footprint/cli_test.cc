@@ -1,6 +1,6 @@
 // The command line: what a good run prints and writes, and one line with
 // exit status 2 for every kind of bad input.
-#include "bench/footprint/cli.h"
+#include "footprint/cli.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -243,7 +243,7 @@ TEST(CliTest, HuggingFaceConfigRunsWithActivationsAndBadOnesExitTwo) {
 
 // A list of modules has no transformer shape: it runs, without activations.
 TEST(CliTest, ModuleListsRunWithoutActivationsAndSaySo) {
-  Result r = Footprint({"--model=bench/footprint/models/llama3-8b.json", "--ranks=8",
+  Result r = Footprint({"--model=footprint/models/llama3-8b.json", "--ranks=8",
                         "--stage=3", "--seq=4096"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("footprint: llama3-8b is a list of modules without a transformer "
