@@ -13,28 +13,16 @@ double StateBytesPerElement(Precision precision, OptimizerKind optimizer) {
 }
 
 StateBytes PaperModelStates(const FormulaInput& in) {
-  const double psi = in.psi, n = in.ranks, p = ParamBytes(in.precision), g = p;
-  const double k = StateBytesPerElement(in.precision, in.optimizer);
-  StateBytes out;
-  out.params = in.stage == 3 ? p * psi / n : p * psi;
-  if (in.offload == Offload::kNone) {
-    out.grads = in.stage >= 2 ? g * psi / n : g * psi;
-    out.optimizer = in.stage == 0 ? k * psi : k * psi / n;
-    return out;
-  }
-  // ZeRO-Offload: master, moments and fp32 gradients on the host.
-  const double moments = in.optimizer == OptimizerKind::kAdam ? 8 : 4;
-  out.host = (4 + moments + 4) * (in.stage == 0 ? psi : psi / n);
-  out.grads = in.stage >= 2 ? 0 : g * psi;
-  if (in.offload == Offload::kParameters && in.stage == 3) {
-    out.host += out.params;
-    out.params = 0;
-  }
-  if (in.nvme) {
-    out.nvme = (4 + moments) * psi / n;  // offload needs stage >= 1: pieces
-    out.host -= out.nvme;
-  }
-  return out;
+  const double p = ParamBytes(in.precision);
+  return ModelStateFormula({.psi = in.psi,
+                            .ranks = in.ranks,
+                            .stage = in.stage,
+                            .param_bytes = p,
+                            .grad_bytes = p,
+                            .optimizer_bytes = StateBytesPerElement(in.precision, in.optimizer),
+                            .offload_optimizer = in.offload != Offload::kNone,
+                            .offload_parameters = in.offload == Offload::kParameters,
+                            .nvme = in.nvme});
 }
 
 Zero2Estimate EstimateZero2(double total_params, int gpus_per_node, int nodes, bool cpu_offload,

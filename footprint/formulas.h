@@ -1,28 +1,15 @@
 // What the literature predicts for one rank's model states, beside which
 // the experiment prints what it measured.
 //
-// The ZeRO paper (arXiv 1910.02054, section 3 and Table 1), per rank, with
-// p bytes per parameter, g per gradient and K per element of optimizer state
-// (everything the optimizer keeps: fp32 master weights when the model is not
-// fp32, plus its moments), Ψ parameters and N ranks:
-//   stage 0: pΨ + gΨ + KΨ        stage 1: pΨ + gΨ + KΨ/N
-//   stage 2: pΨ + (g + K)Ψ/N     stage 3: (p + g + K)Ψ/N
-// with, here:
+// The ZeRO paper's formula, with offload and NVMe, is zero's
+// (zero/model_state_formula.h: p bytes per parameter, g per gradient, K per
+// element of optimizer state); this experiment gives it, per run:
 //   precision  optimizer          p  g  K
 //   bf16/fp16  Adam(W)            2  2  12  (master 4 + exp_avg 4 + exp_avg_sq 4)
 //   bf16/fp16  SGD, momentum      2  2   8  (master 4 + momentum 4)
 //   fp32       Adam(W)            4  4   8  (the parameters are the master)
 //   fp32       SGD, momentum      4  4   4
 // So mixed-precision Adam is the paper's 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N.
-// With offload to NVMe (offload_device nvme) master and moments move from
-// the host to the rank's file: nvme = (4 + moments)Ψ/N, host keeps 4Ψ/N
-// (the gradients; fp32 runs also the piece to publish, not counted here).
-// With offload (ZeRO-Offload, arXiv 2101.06840: fp32 master, moments and
-// fp32 gradients live on the host, the step runs there), per rank:
-//   host = (4 + moments + 4)Ψ/N (stage 0: Ψ instead of Ψ/N);
-//   device keeps the parameters (stage 3: pΨ/N, or 0 with offload=parameters,
-//   whose pieces are on the host too: host += pΨ/N) and, at stages 0-1, the
-//   whole gradient gΨ (from stage 2 the reduced gradients go to the host).
 //
 // DeepSpeed's estimators (deepspeed.runtime.zero; reproduced arithmetic,
 // int() truncation included; they assume mixed-precision Adam whatever the
@@ -45,18 +32,14 @@
 #include <cstdint>
 
 #include "zero/config.h"
+#include "zero/model_state_formula.h"
 
 namespace zero::footprint {
 
 enum class Precision { kF32, kBF16, kF16 };
 enum class OptimizerKind { kAdam, kSgd };
 
-struct StateBytes {
-  double params = 0, grads = 0, optimizer = 0;  // on the device
-  double host = 0;                              // pinned host memory (offload)
-  double nvme = 0;                              // the rank's NVMe file (ZeRO-Infinity)
-  double device() const { return params + grads + optimizer; }
-};
+using StateBytes = ModelStateBytes;  // device (params, grads, optimizer), host, nvme
 
 struct FormulaInput {
   double psi = 0;  // parameters (or padding elements)
