@@ -78,10 +78,10 @@ void PrintRatios(const RatioReporter& reporter) {
 constexpr double kFragmentationGoal = 1.10;
 
 void PrintTraceRatio(Goals& goals) {
-  TransformerShape shape;  // GPT-2 small, batch 4 x 512 tokens, fp32
   auto system = DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1, 80 * kGiB});
   if (!system.ok()) return goals.Error("meta device: " + system.status().ToString());
-  auto result = Replay(TransformerTrace(shape), (*system)->pool(0));
+  // GPT-2 small, batch 4 x 512 tokens, fp32
+  auto result = Replay(TransformerTrace(TraceShape()), (*system)->pool(0));
   if (!result.ok()) return goals.Error("trace replay: " + result.status().ToString());
   const double per_allocated = double(result->peak_reserved) / double(result->peak_allocated);
   const double per_requested = double(result->peak_reserved) / double(result->peak_requested);

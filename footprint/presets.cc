@@ -6,11 +6,8 @@
 #include "footprint/transformer.h"
 
 namespace zero::footprint {
-namespace {
 
-// GPT-2: LayerNorms and projections with biases, a fused query-key-value
-// projection, GELU MLP of 4h, learned positions, dropout, tied head.
-TransformerShape Gpt(uint64_t layers, uint64_t hidden, uint64_t heads) {
+TransformerShape GptShape(uint64_t layers, uint64_t hidden, uint64_t heads) {
   return {.layers = layers,
           .hidden = hidden,
           .heads = heads,
@@ -29,6 +26,8 @@ TransformerShape Gpt(uint64_t layers, uint64_t hidden, uint64_t heads) {
           .tied_embeddings = true,
           .dropout = true};
 }
+
+namespace {
 
 // Llama: RMSNorm, SwiGLU, rotary positions, no biases, untied head.
 TransformerShape Llama(uint64_t layers, uint64_t hidden, uint64_t intermediate, uint64_t heads,
@@ -111,13 +110,13 @@ struct Entry {
 };
 
 constexpr Entry kPresets[] = {
-    {"gpt2-small", [] { return BuildTransformer("gpt2-small", Gpt(12, 768, 12), true); }},
-    {"gpt2-medium", [] { return BuildTransformer("gpt2-medium", Gpt(24, 1024, 16), true); }},
-    {"gpt2-large", [] { return BuildTransformer("gpt2-large", Gpt(36, 1280, 20), true); }},
-    {"gpt2-xl", [] { return BuildTransformer("gpt2-xl", Gpt(48, 1600, 25), true); }},
-    {"zero-1.5b", [] { return BuildTransformer("zero-1.5b", Gpt(48, 1600, 25), true); }},
-    {"zero-7.5b", [] { return BuildTransformer("zero-7.5b", Gpt(80, 2768, 16), true); }},
-    {"zero-100b", [] { return BuildTransformer("zero-100b", Gpt(125, 8192, 64), true); }},
+    {"gpt2-small", [] { return BuildTransformer("gpt2-small", GptShape(12, 768, 12), true); }},
+    {"gpt2-medium", [] { return BuildTransformer("gpt2-medium", GptShape(24, 1024, 16), true); }},
+    {"gpt2-large", [] { return BuildTransformer("gpt2-large", GptShape(36, 1280, 20), true); }},
+    {"gpt2-xl", [] { return BuildTransformer("gpt2-xl", GptShape(48, 1600, 25), true); }},
+    {"zero-1.5b", [] { return BuildTransformer("zero-1.5b", GptShape(48, 1600, 25), true); }},
+    {"zero-7.5b", [] { return BuildTransformer("zero-7.5b", GptShape(80, 2768, 16), true); }},
+    {"zero-100b", [] { return BuildTransformer("zero-100b", GptShape(125, 8192, 64), true); }},
     {"llama2-7b",
      [] { return BuildTransformer("llama2-7b", Llama(32, 4096, 11008, 32, 32, 32000)); }},
     {"llama2-13b",

@@ -31,6 +31,7 @@
 //       (one per expert projection).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,12 @@
 #include "footprint/model.h"
 
 namespace zero::footprint {
+
+// GPT-2's shape at any size (the gpt2-* and zero-* presets): LayerNorms and
+// projections with biases, a fused query-key-value projection, a GELU MLP
+// of 4 x hidden, 1024 learned positions, dropout, the head tied to the
+// token embedding; heads of hidden / heads (a divisor).
+TransformerShape GptShape(uint64_t layers, uint64_t hidden, uint64_t heads);
 
 // nullopt for an unknown name.
 std::optional<ModelSpec> Preset(std::string_view name);
