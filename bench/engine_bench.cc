@@ -271,14 +271,9 @@ BENCHMARK(BM_EngineStep)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-}  // namespace
-}  // namespace zero
-
-int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);  // no goal stated: only errors fail
-  benchmark::Initialize(&argc, argv);
-  zero::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+// Step times over stage 0's, offload over the device, and the overlap runs
+// beside their schedule's bound. No goal stated: only errors fail.
+void PrintSummary(const RatioReporter& reporter, Goals&) {
   const double base = reporter.seconds("BM_EngineStep/0/1/0/real_time");
   std::printf("\nstep time relative to stage 0 (8 ranks, local backend, same model):\n");
   for (const char* run : {"1/1", "2/1", "3/1", "3/0"}) {
@@ -307,9 +302,13 @@ int main(int argc, char** argv) {
                     "step time overlapped / serialized = %.2f (goal <= 0.65, ideal 0.5, "
                     "this schedule's bound %.2f)\n",
                     stage.c_str(), layers.c_str(), overlapped / serialized,
-                    zero::ScheduleBounds()[stage + "/" + layers]);
+                    ScheduleBounds()[stage + "/" + layers]);
       }
     }
   }
-  return goals.ExitCode(&reporter);
 }
+
+}  // namespace
+}  // namespace zero
+
+int main(int argc, char** argv) { return zero::RunWithGoals(argc, argv, zero::PrintSummary); }

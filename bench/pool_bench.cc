@@ -96,15 +96,12 @@ void PrintTraceRatio(Goals& goals) {
                               kFragmentationGoal));
 }
 
+void PrintSummary(const RatioReporter& reporter, Goals& goals) {
+  PrintRatios(reporter);
+  PrintTraceRatio(goals);
+}
+
 }  // namespace
 }  // namespace zero
 
-int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);
-  benchmark::Initialize(&argc, argv);
-  zero::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintRatios(reporter);
-  zero::PrintTraceRatio(goals);
-  return goals.ExitCode(&reporter);
-}
+int main(int argc, char** argv) { return zero::RunWithGoals(argc, argv, zero::PrintSummary); }
