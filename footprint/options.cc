@@ -8,8 +8,6 @@
 #include <sstream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/internal/program_name.h"
-#include "absl/flags/internal/usage.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -19,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/units.h"
+#include "footprint/flag_help.h"
 #include "footprint/names.h"
 #include "footprint/presets.h"
 
@@ -550,21 +549,16 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
 }
 
 std::string Usage(Options::Help which, const std::string& match) {
-  // Abseil's listing opens with "PROGRAM: ", which it learns from argv[0]
-  // only in absl::ParseCommandLine.
-  absl::flags_internal::SetProgramInvocationName("footprint");
   std::ostringstream out;
   if (which == Options::Help::kFull) {
-    absl::flags_internal::FlagsHelp(out, "", absl::flags_internal::HelpFormat::kHumanReadable,
-                                    kAbout);
+    WriteFlagsHelp(out, "footprint", "", kAbout);
     return out.str();
   }
   if (match.empty()) {
-    absl::flags_internal::FlagsHelp(out, __FILE__,
-                                    absl::flags_internal::HelpFormat::kHumanReadable, kAbout);
+    WriteFlagsHelp(out, "footprint", __FILE__, kAbout);
     return out.str();
   }
-  // --help=WORD, as abseil's footer describes it, over this program's flags.
+  // --help=WORD, as the listing's footer describes it, over this program's flags.
   std::vector<const absl::CommandLineFlag*> matches;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (flag->Filename() == __FILE__ &&
@@ -575,7 +569,7 @@ std::string Usage(Options::Help which, const std::string& match) {
   std::sort(matches.begin(), matches.end(),
             [](auto* a, auto* b) { return a->Name() < b->Name(); });
   out << "footprint: flags whose name or help holds '" << match << "':\n";
-  for (const absl::CommandLineFlag* flag : matches) absl::flags_internal::FlagHelp(out, *flag);
+  for (const absl::CommandLineFlag* flag : matches) WriteFlagHelp(out, *flag);
   if (matches.empty()) out << "  none (see --help)\n";
   return out.str();
 }

@@ -49,6 +49,25 @@ TEST(CliTest, HelpListsPresetsAndOptions) {
   EXPECT_EQ(r.err, "");
 }
 
+// The listing keeps abseil's layout (footprint/flag_help.h): lines of at
+// most 80 columns, a flag's continued six spaces in, string defaults quoted.
+TEST(CliTest, HelpKeepsAbseilsLayout) {
+  Result r = Footprint({"--help"});
+  EXPECT_THAT(r.out, StartsWith("footprint: measured memory and traffic of one rank"));
+  EXPECT_THAT(r.out, HasSubstr("\n\n  Flags from footprint/options.cc:\n"));
+  EXPECT_THAT(r.out, HasSubstr("    --attention (eager (keeps the softmax of the scores) or flash "
+                               "(keeps its\n      log-sum-exp)); default: flash;\n"));
+  EXPECT_THAT(r.out, HasSubstr("    --csv (also write the results as CSV to this file); "
+                               "default: \"\";\n"));
+  EXPECT_THAT(r.out, HasSubstr(";\n\nTry --helpfull to get a list of all flags or --help=substring "
+                               "shows help for\nflags which include"));
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) EXPECT_LE(line.size(), 80u) << line;
+  Result word = Footprint({"--help=csv"});
+  EXPECT_EQ(word.out,
+            "footprint: flags whose name or help holds 'csv':\n"
+            "    --csv (also write the results as CSV to this file); default: \"\";\n");
+}
+
 TEST(CliTest, SweepPrintsOneLinePerRunAndWritesFiles) {
   const std::string json = TempPath("f.json"), csv = TempPath("f.csv"), svg = TempPath("f.svg");
   Result r = Footprint({"--model=gpt2-small", "--ranks=2,8", "--stage=0,1,2,3", "--precision=fp32",
