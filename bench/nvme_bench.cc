@@ -20,6 +20,7 @@
 #include "base/direct_file.h"
 #include "base/units.h"
 #include "bench/ratio_reporter.h"
+#include "bench/simulated_devices.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
 #include "offload/host_pool.h"
@@ -87,7 +88,7 @@ struct StepSetup {
 
 StepSetup MakeSetup() {
   StepSetup s;
-  s.system = DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB}).value();
+  s.system = DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kHost, 1, 64 * kMiB)).value();
   s.host = PinnedHostPool::Create(s.system.get(), 256 * kMiB).value();
   s.adam = MakeAdamW().value();
   return s;
@@ -101,8 +102,11 @@ absl::Status StepChunk(Optimizer& adam, const float* grads, int64_t step, size_t
 
 void BM_NvmeStep(benchmark::State& state) {
   StepSetup s = MakeSetup();
-  absl::StatusOr<std::unique_ptr<StateFile>> file = StateFile::Create(
-      kPlanes, {kElements}, s.host.get(), {.folder = Folder(), .chunk_elements = kChunk});
+  StateFileOptions options;  // by name: a brace list would leave the fault hook unnamed
+  options.folder = Folder();
+  options.chunk_elements = kChunk;
+  absl::StatusOr<std::unique_ptr<StateFile>> file =
+      StateFile::Create(kPlanes, {kElements}, s.host.get(), options);
   if (!file.ok()) return state.SkipWithError(file.status().ToString().c_str());
   int64_t step = 0;
   for (auto _ : state) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "base/units.h"
 #include "bench/ratio_reporter.h"
+#include "bench/simulated_devices.h"
 #include "bench/trace.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
@@ -23,7 +24,9 @@ namespace {
 
 DeviceSystem& System() {
   static DeviceSystem* system =
-      DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 4 * kGiB}).value().release();
+      DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kHost, 1, 4 * kGiB))
+          .value()
+          .release();
   return *system;
 }
 
@@ -78,7 +81,7 @@ void PrintRatios(const RatioReporter& reporter) {
 constexpr double kFragmentationGoal = 1.10;
 
 void PrintTraceRatio(Goals& goals) {
-  auto system = DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1, 80 * kGiB});
+  auto system = DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kMeta, 1, 80 * kGiB));
   if (!system.ok()) return goals.Error("meta device: " + system.status().ToString());
   // GPT-2 small, batch 4 x 512 tokens, fp32
   auto result = Replay(TransformerTrace(TraceShape()), (*system)->pool(0));

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   const int layers = absl::GetFlag(FLAGS_layers), hidden = absl::GetFlag(FLAGS_hidden);
   const int heads = absl::GetFlag(FLAGS_heads);
   if (heads < 1 || hidden % heads != 0) {
-    std::fprintf(stderr, "error: --hidden (%d) must be a multiple of --heads (%d)\n", hidden, heads);
+    std::fprintf(stderr, "error: --hidden (%d) must be a multiple of --heads (%d)\n", hidden,
+                 heads);
     return 2;
   }
   zero::TraceOptions options;

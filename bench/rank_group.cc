@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "base/status_macros.h"
+#include "bench/simulated_devices.h"
 #include "optimizers/adam.h"
 
 namespace zero {
@@ -28,12 +29,9 @@ absl::StatusOr<std::unique_ptr<RankGroup>> MakeRankGroup(int ranks, size_t devic
                                                          const EngineConfig& config,
                                                          const std::vector<ParamSpec>& params,
                                                          const LocalGroupOptions& comm) {
-  DeviceSpec spec;
-  spec.kind = DeviceSpec::Kind::kHost;
-  spec.count = ranks;
-  spec.capacity = device_bytes;
   auto g = std::make_unique<RankGroup>();
-  ASSIGN_OR_RETURN(g->devices, DeviceSystem::Create(spec));
+  ASSIGN_OR_RETURN(g->devices, DeviceSystem::Create(
+                                   SimulatedDevices(DeviceSpec::Kind::kHost, ranks, device_bytes)));
   ASSIGN_OR_RETURN(g->comms, LocalGroup::Create(ranks, comm));
   ASSIGN_OR_RETURN(g->adam, MakeAdamW());
   g->engines.resize(ranks);

@@ -32,7 +32,8 @@ class TraceBuilder {
 // The parameter tensors of each block (its attention and MLP sub-layers),
 // as footprint's model of the shape has them.
 std::vector<std::vector<size_t>> LayerParams(const footprint::TransformerShape& shape) {
-  const footprint::ModelSpec model = footprint::BuildTransformer("trace", shape, /*gpt2_names=*/true);
+  const footprint::ModelSpec model =
+      footprint::BuildTransformer("trace", shape, /*gpt2_names=*/true);
   const std::vector<int> uses = model.ForwardOrder();
   std::vector<std::vector<size_t>> layers;
   for (size_t u = 0; u < uses.size(); ++u) {

@@ -146,8 +146,11 @@ absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knob
   ASSIGN_OR_RETURN(const StepScript script, BuildStepScript(*e.model, activations));
   PoolOptions pool;
   pool.timeline_limit = timeline != nullptr ? kTimelineEvents : 0;
-  ASSIGN_OR_RETURN(std::unique_ptr<DeviceSystem> devices,
-                   DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1, kMetaCapacity}, pool));
+  DeviceSpec meta;  // one meta device; fields by name, the others at their defaults
+  meta.kind = DeviceSpec::Kind::kMeta;
+  meta.count = 1;
+  meta.capacity = kMetaCapacity;
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceSystem> devices, DeviceSystem::Create(meta, pool));
   ASSIGN_OR_RETURN(std::unique_ptr<MetaCommunicator> comm, MetaCommunicator::Create(0, e.ranks));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(e.optimizer));
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,

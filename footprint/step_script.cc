@@ -66,7 +66,9 @@ class ScriptBuilder {
     Op(StepOp::Kind::kFetch, order_[u]);
     if (site == Site::kAttention) {
       Op(StepOp::Kind::kMark, kLayer + layer_++);
-      layers_.push_back({.attention_use = u});
+      LayerUses layer;
+      layer.attention_use = u;
+      layers_.push_back(layer);
     }
     if (site == Site::kHead) Op(StepOp::Kind::kMark, kLayer + layer_);
     // A layer's uses: its attention, its MLP site, a mixture's experts.
