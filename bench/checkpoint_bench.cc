@@ -42,14 +42,12 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/rank_group.h"
 #include "bench/resident_memory.h"
 #include "base/crc32c.h"
 #include "base/direct_file.h"
 #include "base/status_macros.h"
-#include "memory/device_system.h"
-#include "optimizers/adam.h"
 #include "zero/checkpoint/checkpoint.h"
-#include "zero/comm/local_communicator.h"
 #include "zero/engine.h"
 
 ABSL_FLAG(int, params_m, 100, "model size in millions of parameters");
@@ -79,16 +77,6 @@ double CpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-// fn(rank) on one thread per rank; the first error.
-absl::Status OnRanks(const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> status(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) threads.emplace_back([&, r] { status[r] = fn(r); });
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
-  return absl::OkStatus();
-}
-
 // Layers of a GPT block's element counts (h = 1024: 12 h^2 weights, 9 h
 // biases) up to `params`; the checkpoint only sees names and counts.
 std::vector<ParamSpec> Specs(size_t params) {
@@ -101,33 +89,18 @@ std::vector<ParamSpec> Specs(size_t params) {
   return specs;
 }
 
-struct Ranks {
-  std::unique_ptr<DeviceSystem> devices;
-  std::vector<std::unique_ptr<Communicator>> comms;
-  std::unique_ptr<Optimizer> adam;
-  std::vector<std::unique_ptr<Engine>> engines;
-  checkpoint::Participant participant(int r) { return {*engines[r], *adam, *comms[r], *devices}; }
-};
+checkpoint::Participant ParticipantOf(RankGroup& ranks, int r) {
+  return {*ranks.engines[r], *ranks.adam, *ranks.comms[r], *ranks.devices};
+}
 
-absl::StatusOr<std::unique_ptr<Ranks>> MakeRanks(size_t params) {
-  auto c = std::make_unique<Ranks>();
+absl::StatusOr<std::unique_ptr<RankGroup>> MakeRanks(size_t params) {
   const std::vector<ParamSpec> specs = Specs(params);
   size_t numel = 0;
   for (const ParamSpec& s : specs) numel += s.numel;
-  ASSIGN_OR_RETURN(c->devices, DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks,
-                                                     numel * 4 * 5 + (size_t{256} << 20)}));
-  ASSIGN_OR_RETURN(c->comms, LocalGroup::Create(kRanks, {}));
-  ASSIGN_OR_RETURN(c->adam, MakeAdamW());
-  c->engines.resize(kRanks);
   EngineConfig config;
   config.stage = 2;
   config.bucket_elements = 25'000'000;
-  RETURN_IF_ERROR(OnRanks([&](int r) -> absl::Status {
-    ASSIGN_OR_RETURN(c->engines[r], Engine::Create(config, specs, c->adam.get(), c->comms[r].get(),
-                                                   c->devices.get(), r));
-    return absl::OkStatus();
-  }));
-  return c;
+  return MakeRankGroup(kRanks, numel * 4 * 5 + (size_t{256} << 20), config, specs);
 }
 
 // Bytes of each rank's data file in `folder`.
@@ -146,7 +119,7 @@ std::vector<uint64_t> FileSizes(const std::string& folder) {
 // Each rank's bytes written (O_DIRECT, then fdatasync) or read back
 // (O_DIRECT) by 4 threads at once, in 8 MiB requests, in dir/limit-<rank>.
 absl::Status DirectPass(const std::string& dir, const std::vector<uint64_t>& sizes, bool write) {
-  return OnRanks([&](int r) -> absl::Status {
+  return OnThreads(kRanks, [&](int r) -> absl::Status {
     const std::string path = absl::StrCat(dir, "/limit-", r);
     ASSIGN_OR_RETURN(DirectFile file,
                      DirectFile::Open(path, write ? FileMode::kWrite : FileMode::kRead));
@@ -234,7 +207,7 @@ struct CopyFloor {
   double Time() {
     absl::Status s;
     return Seconds([&] {
-      return OnRanks([&](int r) {
+      return OnThreads(kRanks, [&](int r) {
         std::memcpy(to[r].get(), from[r].get(), sizes[r]);
         return absl::OkStatus();
       });
@@ -266,7 +239,7 @@ struct AsyncSavers {
     absl::Status s;
     *total_s = Seconds(
         [&] {
-          return OnRanks([&](int r) -> absl::Status {
+          return OnThreads(kRanks, [&](int r) -> absl::Status {
             absl::Status started;
             blocked[r] = Seconds([&] { return savers[r]->Start(root); }, &started);
             RETURN_IF_ERROR(started);
@@ -283,13 +256,13 @@ struct AsyncSavers {
 // in reverse order (backward), then Step; with `savers`, an async save
 // started first and waited for after. The step's wall time; with savers,
 // the longest any rank's training was blocked by the save.
-absl::Status TrainStep(Ranks& ranks, const std::vector<float>& grad, AsyncSavers* savers,
+absl::Status TrainStep(RankGroup& ranks, const std::vector<float>& grad, AsyncSavers* savers,
                        const std::string& root, double* step_s, double* blocked_s) {
   std::vector<double> blocked(kRanks);
   absl::Status s;
   *step_s = Seconds(
       [&] {
-        return OnRanks([&](int r) -> absl::Status {
+        return ranks.OnRanks([&](int r) -> absl::Status {
           Engine& engine = *ranks.engines[r];
           const double waited = engine.stats().owned_state_wait_seconds;
           absl::Status started;
@@ -310,12 +283,12 @@ absl::Status TrainStep(Ranks& ranks, const std::vector<float>& grad, AsyncSavers
   RETURN_IF_ERROR(s);
   if (blocked_s != nullptr) *blocked_s = *std::max_element(blocked.begin(), blocked.end());
   if (savers == nullptr) return absl::OkStatus();
-  return OnRanks([&](int r) { return savers->savers[r]->Wait().status(); });
+  return ranks.OnRanks([&](int r) { return savers->savers[r]->Wait().status(); });
 }
 
 // A training step with a plain O_DIRECT write of the same bytes beside it
 // (no copy, no checksum): what any background write costs training here.
-absl::Status TrainStepBesideAWrite(Ranks& ranks, const std::vector<float>& grad,
+absl::Status TrainStepBesideAWrite(RankGroup& ranks, const std::vector<float>& grad,
                                    const std::string& dir, const std::vector<uint64_t>& sizes,
                                    double* step_s) {
   absl::Status written;
@@ -392,7 +365,7 @@ void Report(const std::vector<Round>& rounds, const AsyncSavers& async, uint64_t
 // One run's setup and its rounds.
 struct Bench {
   std::string dir;
-  std::unique_ptr<Ranks> ranks;
+  std::unique_ptr<RankGroup> ranks;
   checkpoint::SaveOptions save;  // snapshot as large as a rank's state
   std::vector<uint64_t> sizes;   // each rank's data file
   uint64_t bytes = 0;
@@ -403,14 +376,14 @@ struct Bench {
   uint64_t rss_growth = 0;
 
   absl::Status SaveAll() {
-    return OnRanks([&](int r) {
-      return checkpoint::Save(ranks->participant(r), dir + "/sync", save).status();
+    return ranks->OnRanks([&](int r) {
+      return checkpoint::Save(ParticipantOf(*ranks, r), dir + "/sync", save).status();
     });
   }
   absl::Status Load(bool verify_first) {
     std::vector<checkpoint::LoadStats>& into = verify_first ? stats : one_pass_stats;
-    return OnRanks([&](int r) {
-      return checkpoint::Load(ranks->participant(r), dir + "/sync",
+    return ranks->OnRanks([&](int r) {
+      return checkpoint::Load(ParticipantOf(*ranks, r), dir + "/sync",
                               {.staging_bytes = budget,
                                .read_bytes = size_t(absl::GetFlag(FLAGS_read_mb)) << 20,
                                .reads_in_flight = absl::GetFlag(FLAGS_reads_in_flight),
@@ -429,12 +402,14 @@ struct Bench {
     sizes = FileSizes(dir + "/sync/step-0");
     for (uint64_t b : sizes) bytes += b;
     for (int r = 0; r < kRanks; ++r) {
-      async.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r), save));
-      defaults.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(ranks->participant(r)));
+      const checkpoint::Participant participant = ParticipantOf(*ranks, r);
+      async.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(participant, save));
+      defaults.savers.push_back(std::make_unique<checkpoint::AsyncSaver>(participant));
     }
     absl::Status reserved;
     async.reserve_s = Seconds(
-        [&] { return OnRanks([&](int r) { return async.savers[r]->Reserve(); }); }, &reserved);
+        [&] { return ranks->OnRanks([&](int r) { return async.savers[r]->Reserve(); }); },
+        &reserved);
     RETURN_IF_ERROR(reserved);
     double unused;
     RETURN_IF_ERROR(async.SaveOnce(dir + "/async", &async.first_blocked_s, &unused));

@@ -188,10 +188,8 @@ void PrintRatios(const RatioReporter& reporter) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);  // no goal stated: only errors fail
-  benchmark::Initialize(&argc, argv);
-  zero::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintRatios(reporter);
-  return goals.ExitCode(&reporter);
+  // No goal stated: only errors fail.
+  return zero::RunWithGoals(argc, argv, [](const zero::RatioReporter& reporter, zero::Goals&) {
+    zero::PrintRatios(reporter);
+  });
 }

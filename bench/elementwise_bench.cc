@@ -192,7 +192,7 @@ void RegisterAll() {
   }
 }
 
-void PrintSummary(Goals& goals) {
+void PrintSummary(const RatioReporter&, Goals& goals) {
   std::printf("\n== elementwise_bench: %zu M elements, SIMD %s, %d threads ==\n",
               kN >> 20, std::string(cpu::Name(cpu::ActiveCpuIsa())).c_str(), NumThreads());
   std::printf("%-22s %8s %10s %11s %9s %10s %10s %10s\n", "operation", "GB/s", "touch_GB/s",

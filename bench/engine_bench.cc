@@ -20,14 +20,12 @@
 #include <map>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/status_macros.h"
+#include "bench/rank_group.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
-#include "memory/device_system.h"
-#include "optimizers/adam.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "zero/comm/local_communicator.h"
@@ -54,10 +52,7 @@ std::vector<ParamSpec> ModelSpecs(size_t h = 256, int layers = 4) {
 }
 
 struct Cluster {
-  std::unique_ptr<DeviceSystem> devices;
-  std::vector<std::unique_ptr<Communicator>> comms;
-  std::unique_ptr<Optimizer> adam;
-  std::vector<std::unique_ptr<Engine>> engines;
+  std::unique_ptr<RankGroup> ranks;
   std::vector<float> grad;  // the same synthetic gradient for every parameter
 };
 
@@ -80,24 +75,8 @@ absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const EngineConfig& config,
                                                      LocalGroupOptions comm = {},
                                                      size_t hidden = 256, int layers = 4) {
   auto c = std::make_unique<Cluster>();
-  ASSIGN_OR_RETURN(c->devices,
-                   DeviceSystem::Create({DeviceSpec::Kind::kHost, kRanks, size_t{2} << 30}));
-  ASSIGN_OR_RETURN(c->comms, LocalGroup::Create(kRanks, comm));
-  ASSIGN_OR_RETURN(c->adam, MakeAdamW());
-  c->engines.resize(kRanks);
-  std::vector<absl::Status> status(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      auto engine = Engine::Create(config, ModelSpecs(hidden, layers), c->adam.get(),
-                                   c->comms[r].get(), c->devices.get(), r);
-      if (engine.ok()) c->engines[r] = std::move(engine).value();
-      status[r] = engine.status();
-      if (!status[r].ok()) c->comms[r]->Abort(status[r]);  // peers fail now, not at a timeout
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  ASSIGN_OR_RETURN(c->ranks, MakeRankGroup(kRanks, size_t{2} << 30, config,
+                                           ModelSpecs(hidden, layers), comm));
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1e-3f);
   c->grad.resize(4 * hidden * hidden);
@@ -145,17 +124,9 @@ absl::Status RankStep(Engine& e, const std::vector<float>& grad, size_t& peak,
 // elements, or the first rank's error (a rank that fails aborts the group, so
 // the others fail at once instead of waiting for it).
 absl::StatusOr<size_t> RunStep(Cluster& c, absl::Duration compute = absl::ZeroDuration()) {
-  std::vector<std::thread> threads;
   std::vector<size_t> peak(kRanks, 0);
-  std::vector<absl::Status> status(kRanks);
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&c, &peak, &status, r, compute] {
-      status[r] = RankStep(*c.engines[r], c.grad, peak[r], compute);
-      if (!status[r].ok()) c.comms[r]->Abort(status[r]);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const absl::Status& s : status) RETURN_IF_ERROR(s);  // the engine's errors name the rank
+  RETURN_IF_ERROR(c.ranks->OnRanks(
+      [&](int r) { return RankStep(*c.ranks->engines[r], c.grad, peak[r], compute); }));
   return peak[0];
 }
 
@@ -168,8 +139,8 @@ void BM_EngineStep(benchmark::State& state) {
   if (auto warm = RunStep(c); !warm.ok()) {
     return state.SkipWithError(warm.status().ToString().c_str());
   }
-  const uint64_t sent_before = c.engines[0]->stats().comm.Total().elements_sent;
-  const uint64_t bytes_before = c.engines[0]->stats().comm.Total().bytes_sent;
+  const uint64_t sent_before = c.ranks->engines[0]->stats().comm.Total().elements_sent;
+  const uint64_t bytes_before = c.ranks->engines[0]->stats().comm.Total().bytes_sent;
   int64_t steps = 0;
   size_t peak = 0;
   for (auto _ : state) {
@@ -179,8 +150,8 @@ void BM_EngineStep(benchmark::State& state) {
     ++steps;
   }
   state.counters["peak_gathered_per_budget"] = static_cast<double>(peak) / kLiveBudget;
-  const auto total = c.engines[0]->stats().comm.Total();
-  const double psi = static_cast<double>(c.engines[0]->layout().numel());
+  const auto total = c.ranks->engines[0]->stats().comm.Total();
+  const double psi = static_cast<double>(c.ranks->engines[0]->layout().numel());
   state.counters["sent_elems_per_psi"] = (total.elements_sent - sent_before) / (steps * psi);
   state.counters["sent_MB_per_step"] = (total.bytes_sent - bytes_before) / (steps * 1e6);
 }
@@ -222,10 +193,10 @@ absl::StatusOr<OverlapLink> LinkFor(int stage, int layers) {
                                kOverlapHidden, layers));
   OpStats before;
   for (int step = 0; step < 3; ++step) {
-    if (step == 2) before = c->engines[0]->stats().comm.Total();
+    if (step == 2) before = c->ranks->engines[0]->stats().comm.Total();
     RETURN_IF_ERROR(RunStep(*c).status());
   }
-  const OpStats after = c->engines[0]->stats().comm.Total();
+  const OpStats after = c->ranks->engines[0]->stats().comm.Total();
   const uint64_t bytes = after.bytes_sent - before.bytes_sent;
   if (bytes == 0) return absl::InternalError("a step sent nothing");
   return OverlapLink{
@@ -279,7 +250,7 @@ void BM_Overlap(benchmark::State& state) {
     }
     state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
   }
-  for (auto& e : c.engines) {
+  for (auto& e : c.ranks->engines) {
     absl::Status drained = e->comm_stream()->Synchronize();
     if (drained.ok()) drained = e->stream()->Synchronize();
     if (!drained.ok()) return state.SkipWithError(drained.ToString().c_str());
@@ -300,14 +271,9 @@ BENCHMARK(BM_EngineStep)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-}  // namespace
-}  // namespace zero
-
-int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);  // no goal stated: only errors fail
-  benchmark::Initialize(&argc, argv);
-  zero::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+// Step times over stage 0's, offload over the device, and the overlap runs
+// beside their schedule's bound. No goal stated: only errors fail.
+void PrintSummary(const RatioReporter& reporter, Goals&) {
   const double base = reporter.seconds("BM_EngineStep/0/1/0/real_time");
   std::printf("\nstep time relative to stage 0 (8 ranks, local backend, same model):\n");
   for (const char* run : {"1/1", "2/1", "3/1", "3/0"}) {
@@ -336,9 +302,13 @@ int main(int argc, char** argv) {
                     "step time overlapped / serialized = %.2f (goal <= 0.65, ideal 0.5, "
                     "this schedule's bound %.2f)\n",
                     stage.c_str(), layers.c_str(), overlapped / serialized,
-                    zero::ScheduleBounds()[stage + "/" + layers]);
+                    ScheduleBounds()[stage + "/" + layers]);
       }
     }
   }
-  return goals.ExitCode(&reporter);
 }
+
+}  // namespace
+}  // namespace zero
+
+int main(int argc, char** argv) { return zero::RunWithGoals(argc, argv, zero::PrintSummary); }

@@ -15,6 +15,7 @@
 
 #include "base/units.h"
 #include "bench/ratio_reporter.h"
+#include "bench/simulated_devices.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
 #include "offload/host_pool.h"
@@ -36,9 +37,12 @@ struct Setup {
 Setup& Get() {
   static Setup* setup = [] {
     auto* s = new Setup;
-    s->system = DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 3 * kLargest}).value();
+    s->system =
+        DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kHost, 1, 3 * kLargest)).value();
     s->host = PinnedHostPool::Create(s->system.get(), 3 * kLargest).value();
-    s->pager = Pager::Create(s->system.get(), 0, s->host.get(), {.budget_bytes = kLargest}).value();
+    PagerOptions options;  // by name: a brace list would leave the NVMe fields unnamed
+    options.budget_bytes = kLargest;
+    s->pager = Pager::Create(s->system.get(), 0, s->host.get(), options).value();
     return s;
   }();
   return *setup;
@@ -159,10 +163,8 @@ void PrintRatios(const RatioReporter& reporter) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);  // no goal stated: only errors fail
-  benchmark::Initialize(&argc, argv);
-  zero::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintRatios(reporter);
-  return goals.ExitCode(&reporter);
+  // No goal stated: only errors fail.
+  return zero::RunWithGoals(argc, argv, [](const zero::RatioReporter& reporter, zero::Goals&) {
+    zero::PrintRatios(reporter);
+  });
 }

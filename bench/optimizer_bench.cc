@@ -247,7 +247,7 @@ void RegisterAll() {
 }
 
 // One row per (size, grads, threads, phase); the goal is checked per row.
-void PrintSummary(Goals& goals) {
+void PrintSummary(const RatioReporter&, Goals& goals) {
   std::printf("\n== optimizer_bench: AdamW vs its memory-bound limit and an independent ceiling "
               "(SIMD %s, %d cpus) ==\n",
               std::string(cpu::Name(cpu::BestCpuIsa())).c_str(), AvailableCpus());

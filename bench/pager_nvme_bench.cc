@@ -26,6 +26,7 @@
 #include "base/status_macros.h"
 #include "base/units.h"
 #include "bench/ratio_reporter.h"
+#include "bench/simulated_devices.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
 #include "offload/host_pool.h"
@@ -126,12 +127,14 @@ struct PagedSetup {
 // recorded, so Prefetch has an order to follow.
 absl::StatusOr<PagedSetup> MakePaged() {
   PagedSetup s;
-  ASSIGN_OR_RETURN(s.system, DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 64 * kMiB}));
+  ASSIGN_OR_RETURN(s.system,
+                   DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kHost, 1, 64 * kMiB)));
   ASSIGN_OR_RETURN(s.host, PinnedHostPool::Create(s.system.get(), 64 * kMiB));
-  ASSIGN_OR_RETURN(s.pager, Pager::Create(s.system.get(), 0, s.host.get(),
-                                          {.budget_bytes = (kLookahead + 1) * kTensorBytes,
-                                           .nvme_path = Folder(),
-                                           .host_budget_bytes = 2 * (kLookahead + 1) * kTensorBytes}));
+  PagerOptions options;  // by name: a brace list would leave the fault hooks unnamed
+  options.budget_bytes = (kLookahead + 1) * kTensorBytes;
+  options.nvme_path = Folder();
+  options.host_budget_bytes = 2 * (kLookahead + 1) * kTensorBytes;
+  ASSIGN_OR_RETURN(s.pager, Pager::Create(s.system.get(), 0, s.host.get(), options));
   RETURN_IF_ERROR(s.pager->BeginStep());
   for (int i = 0; i < kTensors; ++i) {
     ASSIGN_OR_RETURN(TensorHandle h, s.pager->Register(kTensorBytes, Tag::kOther, "t"));
@@ -167,10 +170,6 @@ void BM_PagedStep(benchmark::State& state, int passes, bool prefetch) {
   const PagerStats stats = pager.stats();
   state.counters["file_reads_per_step"] =
       static_cast<double>(stats.file_reads) / static_cast<double>(state.iterations());
-}
-
-std::string RoundName(const char* what, int round) {
-  return absl::StrFormat("%s/round:%d/min_time:0.500/real_time", what, round);
 }
 
 // `passes`: the compute per tensor (CalibratePasses).

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "base/units.h"
 #include "bench/ratio_reporter.h"
+#include "bench/simulated_devices.h"
 #include "bench/trace.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
@@ -23,7 +24,9 @@ namespace {
 
 DeviceSystem& System() {
   static DeviceSystem* system =
-      DeviceSystem::Create({DeviceSpec::Kind::kHost, 1, 4 * kGiB}).value().release();
+      DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kHost, 1, 4 * kGiB))
+          .value()
+          .release();
   return *system;
 }
 
@@ -78,10 +81,10 @@ void PrintRatios(const RatioReporter& reporter) {
 constexpr double kFragmentationGoal = 1.10;
 
 void PrintTraceRatio(Goals& goals) {
-  TransformerShape shape;  // GPT-2 small, batch 4 x 512 tokens, fp32
-  auto system = DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1, 80 * kGiB});
+  auto system = DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kMeta, 1, 80 * kGiB));
   if (!system.ok()) return goals.Error("meta device: " + system.status().ToString());
-  auto result = Replay(TransformerTrace(shape), (*system)->pool(0));
+  // GPT-2 small, batch 4 x 512 tokens, fp32
+  auto result = Replay(TransformerTrace(TraceShape()), (*system)->pool(0));
   if (!result.ok()) return goals.Error("trace replay: " + result.status().ToString());
   const double per_allocated = double(result->peak_reserved) / double(result->peak_allocated);
   const double per_requested = double(result->peak_reserved) / double(result->peak_requested);
@@ -96,15 +99,12 @@ void PrintTraceRatio(Goals& goals) {
                               kFragmentationGoal));
 }
 
+void PrintSummary(const RatioReporter& reporter, Goals& goals) {
+  PrintRatios(reporter);
+  PrintTraceRatio(goals);
+}
+
 }  // namespace
 }  // namespace zero
 
-int main(int argc, char** argv) {
-  zero::Goals goals(&argc, argv);
-  benchmark::Initialize(&argc, argv);
-  zero::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  zero::PrintRatios(reporter);
-  zero::PrintTraceRatio(goals);
-  return goals.ExitCode(&reporter);
-}
+int main(int argc, char** argv) { return zero::RunWithGoals(argc, argv, zero::PrintSummary); }

@@ -12,6 +12,7 @@
 
 ABSL_FLAG(int, layers, 12, "transformer blocks");
 ABSL_FLAG(int, hidden, 768, "hidden size");
+ABSL_FLAG(int, heads, 12, "attention heads (a divisor of --hidden)");
 ABSL_FLAG(int, batch, 4, "micro-batch size");
 ABSL_FLAG(int, seq, 512, "sequence length");
 ABSL_FLAG(std::string, timeline, "", "write the pool's timeline to this CSV file");
@@ -19,36 +20,8 @@ ABSL_FLAG(bool, report_only, false, "exit 0 even when the fragmentation goal is 
 
 constexpr double kFragmentationGoal = 1.10;  // peak reserved / peak allocated
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  auto system = zero::DeviceSystem::CreateFromEnvironment();
-  if (!system.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(system.status().message()).c_str());
-    return 2;
-  }
-  zero::TransformerShape shape;
-  shape.layers = absl::GetFlag(FLAGS_layers);
-  shape.hidden = absl::GetFlag(FLAGS_hidden);
-  shape.batch = absl::GetFlag(FLAGS_batch);
-  shape.seq = absl::GetFlag(FLAGS_seq);
-  const auto trace = zero::TransformerTrace(shape);
-  zero::DevicePool& pool = (*system)->pool(0);
-  auto result = zero::Replay(trace, pool);
-  if (!result.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
-    return 1;
-  }
-  const zero::PoolStats s = pool.stats();
-  std::printf("replayed %zu operations of %d training steps (%d layers, hidden %d) on %s device 0\n",
-              result->ops, shape.steps, shape.layers, shape.hidden,
-              std::string(zero::DeviceKindName((*system)->kind())).c_str());
-  const double fragmentation = double(result->peak_reserved) / double(result->peak_allocated);
-  std::printf("peak allocated %s, peak reserved %s: reserved/allocated = %.3f (goal <= %.2f)\n",
-              zero::FormatBytes(result->peak_allocated).c_str(),
-              zero::FormatBytes(result->peak_reserved).c_str(), fragmentation, kFragmentationGoal);
-  std::printf("peak requested %s: reserved/requested = %.3f\n",
-              zero::FormatBytes(result->peak_requested).c_str(),
-              double(result->peak_reserved) / double(result->peak_requested));
+// Per tag, the peak and the allocations; the pool's mappings; the JSON.
+void PrintPoolStats(const zero::PoolStats& s) {
   std::printf("%-16s %12s %12s\n", "tag", "peak", "allocations");
   for (int t = 0; t < zero::kNumTags; ++t) {
     std::printf("%-16s %12s %12llu\n", std::string(zero::kTagNames[t]).c_str(),
@@ -60,6 +33,44 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(s.num_unmaps),
               static_cast<unsigned long long>(s.num_ooms));
   std::printf("stats: %s\n", zero::PoolStatsJson(s).c_str());
+}
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto system = zero::DeviceSystem::CreateFromEnvironment();
+  if (!system.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(system.status().message()).c_str());
+    return 2;
+  }
+  const int layers = absl::GetFlag(FLAGS_layers), hidden = absl::GetFlag(FLAGS_hidden);
+  const int heads = absl::GetFlag(FLAGS_heads);
+  if (heads < 1 || hidden % heads != 0) {
+    std::fprintf(stderr, "error: --hidden (%d) must be a multiple of --heads (%d)\n", hidden,
+                 heads);
+    return 2;
+  }
+  zero::TraceOptions options;
+  options.batch = absl::GetFlag(FLAGS_batch);
+  options.seq = absl::GetFlag(FLAGS_seq);
+  const auto trace =
+      zero::TransformerTrace(zero::TraceShape(layers, hidden, heads, options.seq), options);
+  zero::DevicePool& pool = (*system)->pool(0);
+  auto result = zero::Replay(trace, pool);
+  if (!result.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  std::printf("replayed %zu operations of %d training steps (%d layers, hidden %d) on %s device 0\n",
+              result->ops, options.steps, layers, hidden,
+              std::string(zero::DeviceKindName((*system)->kind())).c_str());
+  const double fragmentation = double(result->peak_reserved) / double(result->peak_allocated);
+  std::printf("peak allocated %s, peak reserved %s: reserved/allocated = %.3f (goal <= %.2f)\n",
+              zero::FormatBytes(result->peak_allocated).c_str(),
+              zero::FormatBytes(result->peak_reserved).c_str(), fragmentation, kFragmentationGoal);
+  std::printf("peak requested %s: reserved/requested = %.3f\n",
+              zero::FormatBytes(result->peak_requested).c_str(),
+              double(result->peak_reserved) / double(result->peak_requested));
+  PrintPoolStats(pool.stats());
   if (const std::string path = absl::GetFlag(FLAGS_timeline); !path.empty()) {
     if (auto status = pool.timeline().WriteCsv(path); !status.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());

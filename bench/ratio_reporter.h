@@ -4,7 +4,8 @@
 //    process, and each run that stopped with an error;
 //  - Goals, the exit status: 1 when a run stopped with an error, or a goal
 //    the benchmark states was missed (unless --report_only), so a script can
-//    tell; 0 otherwise.
+//    tell; 0 otherwise;
+//  - RunWithGoals, the main that puts them together.
 #pragma once
 
 #include <cstdio>
@@ -85,18 +86,25 @@ class Goals {
   std::vector<std::string> errors_;
 };
 
-// The main of a benchmark that registers its runs itself and checks goals on
-// what they measured: takes --report_only, calls register_runs(), runs the
-// benchmarks, then summarize(goals); returns the exit status.
+// A benchmark's main: takes --report_only, calls register_runs() (for runs
+// BENCHMARK does not register), runs the benchmarks, then
+// summarize(reporter, goals), which prints what they measured and checks
+// the goals the benchmark states; returns the exit status.
 template <class Register, class Summarize>
 int RunWithGoals(int argc, char** argv, Register register_runs, Summarize summarize) {
   Goals goals(&argc, argv);
   benchmark::Initialize(&argc, argv);
   register_runs();
-  RatioReporter reporter;  // for the errors; summaries take ratios from their own records
+  RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  summarize(goals);
+  summarize(reporter, goals);
   return goals.ExitCode(&reporter);
+}
+
+// The same for a benchmark whose runs BENCHMARK registers.
+template <class Summarize>
+int RunWithGoals(int argc, char** argv, Summarize summarize) {
+  return RunWithGoals(argc, argv, [] {}, summarize);
 }
 
 }  // namespace zero

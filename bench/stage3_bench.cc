@@ -20,6 +20,7 @@
 
 #include "base/status_macros.h"
 #include "bench/ratio_reporter.h"
+#include "bench/simulated_devices.h"
 #include "benchmark/benchmark.h"
 #include "memory/device_system.h"
 #include "optimizers/sgd.h"
@@ -42,7 +43,8 @@ struct Setup {
 
 absl::StatusOr<Setup> MakeSetup(int modules, bool persistent) {
   Setup s;
-  ASSIGN_OR_RETURN(s.devices, DeviceSystem::Create({DeviceSpec::Kind::kMeta, 1, size_t{1} << 50}));
+  ASSIGN_OR_RETURN(s.devices, DeviceSystem::Create(SimulatedDevices(DeviceSpec::Kind::kMeta, 1,
+                                                                    size_t{1} << 50)));
   ASSIGN_OR_RETURN(s.comm, MetaCommunicator::Create(0, kRanks));
   ASSIGN_OR_RETURN(s.sgd, MakeSgd({.momentum = 0.9}));
   std::vector<ParamSpec> specs;

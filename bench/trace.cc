@@ -2,6 +2,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "base/status_macros.h"
+#include "footprint/model.h"
+#include "footprint/presets.h"
+#include "footprint/transformer.h"
 
 namespace zero {
 namespace {
@@ -26,73 +29,134 @@ class TraceBuilder {
   absl::flat_hash_map<uint32_t, std::pair<size_t, Tag>> sizes_;
 };
 
-// The parameter tensors of one block, as nn.TransformerEncoderLayer has them.
-std::vector<size_t> LayerParams(size_t h) {
-  return {h, h, 3 * h * h, 3 * h, h * h, h, h, h, 4 * h * h, 4 * h, 4 * h * h, h};
+// The parameter tensors of each block (its attention and MLP sub-layers),
+// as footprint's model of the shape has them.
+std::vector<std::vector<size_t>> LayerParams(const footprint::TransformerShape& shape) {
+  const footprint::ModelSpec model =
+      footprint::BuildTransformer("trace", shape, /*gpt2_names=*/true);
+  const std::vector<int> uses = model.ForwardOrder();
+  std::vector<std::vector<size_t>> layers;
+  for (size_t u = 0; u < uses.size(); ++u) {
+    const footprint::Site site = model.sites[u];
+    if (site == footprint::Site::kAttention) layers.emplace_back();
+    if (site != footprint::Site::kAttention && site != footprint::Site::kMlp) continue;
+    for (const footprint::ParamShape& p : model.modules[uses[u]].params) {
+      layers.back().push_back(p.numel());
+    }
+  }
+  return layers;
 }
+
+// The training steps of one shape; sizes in elements.
+class StepWriter {
+ public:
+  StepWriter(const footprint::TransformerShape& s, const TraceOptions& o)
+      : t_(o.bytes_per_element),
+        steps_(o.steps),
+        h_(s.hidden),
+        vocab_(s.vocab),
+        positions_(s.positions),
+        tokens_(size_t(o.seq) * o.batch),
+        scores_(size_t(o.batch) * s.heads * o.seq * o.seq),
+        qkv_(s.q_width() + 2 * s.kv_width()),
+        merged_(s.q_width()),
+        ff_(s.intermediate),
+        layers_(LayerParams(s)) {}
+
+  std::vector<TraceOp> Write() && {
+    params_ = {vocab_ * h_};
+    if (positions_ > 0) params_.push_back(positions_ * h_);
+    for (const auto& layer : layers_) params_.insert(params_.end(), layer.begin(), layer.end());
+    for (size_t p : params_) t_.Alloc(p, Tag::kParameters);
+    for (int step = 0; step < steps_; ++step) {
+      std::vector<std::vector<uint32_t>> saved = Forward();
+      std::vector<uint32_t> grads = Backward(saved);
+      Optimizer();
+      for (uint32_t g : grads) t_.Free(g);  // zero_grad(set_to_none=True)
+    }
+    return t_.Take();
+  }
+
+ private:
+  // Each block saves what its backward needs; the last of each block's
+  // list is its input. Leaves x_ (the last block's output) and logits_.
+  std::vector<std::vector<uint32_t>> Forward() {
+    std::vector<std::vector<uint32_t>> saved(layers_.size());
+    x_ = t_.Alloc(tokens_ * h_, Tag::kActivations);
+    for (auto& keep : saved) {
+      keep.push_back(t_.Alloc(tokens_ * h_, Tag::kActivations));     // ln1 out
+      keep.push_back(t_.Alloc(tokens_ * qkv_, Tag::kActivations));   // qkv
+      keep.push_back(t_.Alloc(scores_, Tag::kActivations));          // softmax(QK^T)
+      t_.Scratch(scores_, Tag::kActivations);                        // raw scores
+      keep.push_back(t_.Alloc(tokens_ * merged_, Tag::kActivations));  // attention out
+      keep.push_back(t_.Alloc(tokens_ * h_, Tag::kActivations));     // ln2 out
+      keep.push_back(t_.Alloc(tokens_ * ff_, Tag::kActivations));    // fc1 out
+      keep.push_back(t_.Alloc(tokens_ * ff_, Tag::kActivations));    // gelu out
+      const uint32_t y = t_.Alloc(tokens_ * h_, Tag::kActivations);  // block out
+      keep.push_back(x_);
+      x_ = y;
+    }
+    logits_ = t_.Alloc(tokens_ * vocab_, Tag::kActivations);
+    t_.Scratch(tokens_ * vocab_, Tag::kActivations);  // log-softmax
+    return saved;
+  }
+
+  // Gradients of parameters appear, activations go. Returns the gradients.
+  std::vector<uint32_t> Backward(const std::vector<std::vector<uint32_t>>& saved) {
+    std::vector<uint32_t> grads;
+    const uint32_t dy = t_.Alloc(tokens_ * vocab_, Tag::kActivations);
+    t_.Free(logits_);
+    grads.push_back(t_.Alloc(vocab_ * h_, Tag::kGradients));
+    uint32_t dx = t_.Alloc(tokens_ * h_, Tag::kActivations);
+    t_.Free(dy);
+    t_.Free(x_);
+    for (size_t l = layers_.size(); l-- > 0;) {
+      t_.Scratch(tokens_ * ff_, Tag::kActivations);  // d gelu
+      t_.Scratch(scores_, Tag::kActivations);        // d softmax
+      for (size_t p : layers_[l]) grads.push_back(t_.Alloc(p, Tag::kGradients));
+      const uint32_t next = t_.Alloc(tokens_ * h_, Tag::kActivations);
+      t_.Free(dx);
+      dx = next;
+      for (uint32_t a : saved[l]) t_.Free(a);
+    }
+    if (positions_ > 0) grads.push_back(t_.Alloc(positions_ * h_, Tag::kGradients));
+    t_.Free(dx);
+    return grads;
+  }
+
+  // Adam: moments are created lazily by the first step, then kept.
+  void Optimizer() {
+    if (!moments_created_) {
+      for (size_t p : params_) {
+        t_.Alloc(p, Tag::kOptimizerState);
+        t_.Alloc(p, Tag::kOptimizerState);
+      }
+      moments_created_ = true;
+    }
+    for (size_t p : params_) t_.Scratch(p, Tag::kOptimizerState);  // denom
+  }
+
+  TraceBuilder t_;
+  const int steps_;
+  const size_t h_, vocab_, positions_, tokens_, scores_;
+  const size_t qkv_, merged_, ff_;  // widths: queries, keys and values; merged heads; MLP
+  const std::vector<std::vector<size_t>> layers_;
+  std::vector<size_t> params_;
+  uint32_t x_ = 0, logits_ = 0;
+  bool moments_created_ = false;
+};
 
 }  // namespace
 
-std::vector<TraceOp> TransformerTrace(const TransformerShape& s) {
-  TraceBuilder t(s.bytes_per_element);
-  const size_t h = s.hidden, tokens = size_t(s.seq) * s.batch;
-  const size_t scores = size_t(s.batch) * s.heads * s.seq * s.seq;
-  std::vector<size_t> param_sizes = {size_t(s.vocab) * h, size_t(s.seq) * h};
-  for (int l = 0; l < s.layers; ++l) {
-    for (size_t p : LayerParams(h)) param_sizes.push_back(p);
-  }
-  for (size_t p : param_sizes) t.Alloc(p, Tag::kParameters);
-  std::vector<uint32_t> moments;
-  for (int step = 0; step < s.steps; ++step) {
-    // Forward: each block saves what its backward needs.
-    std::vector<std::vector<uint32_t>> saved(s.layers);
-    uint32_t x = t.Alloc(tokens * h, Tag::kActivations);
-    for (int l = 0; l < s.layers; ++l) {
-      auto& keep = saved[l];
-      keep.push_back(t.Alloc(tokens * h, Tag::kActivations));      // ln1 out
-      keep.push_back(t.Alloc(3 * tokens * h, Tag::kActivations));  // qkv
-      keep.push_back(t.Alloc(scores, Tag::kActivations));          // softmax(QK^T)
-      t.Scratch(scores, Tag::kActivations);                        // raw scores
-      keep.push_back(t.Alloc(tokens * h, Tag::kActivations));      // attention out
-      keep.push_back(t.Alloc(tokens * h, Tag::kActivations));      // ln2 out
-      keep.push_back(t.Alloc(4 * tokens * h, Tag::kActivations));  // fc1 out
-      keep.push_back(t.Alloc(4 * tokens * h, Tag::kActivations));  // gelu out
-      uint32_t y = t.Alloc(tokens * h, Tag::kActivations);         // block out
-      keep.push_back(x);
-      x = y;
-    }
-    uint32_t logits = t.Alloc(tokens * s.vocab, Tag::kActivations);
-    t.Scratch(tokens * s.vocab, Tag::kActivations);  // log-softmax
-    // Backward: gradients of parameters appear, activations go.
-    std::vector<uint32_t> grads;
-    uint32_t dy = t.Alloc(tokens * s.vocab, Tag::kActivations);
-    t.Free(logits);
-    grads.push_back(t.Alloc(size_t(s.vocab) * h, Tag::kGradients));
-    uint32_t dx = t.Alloc(tokens * h, Tag::kActivations);
-    t.Free(dy);
-    t.Free(x);
-    for (int l = s.layers - 1; l >= 0; --l) {
-      t.Scratch(4 * tokens * h, Tag::kActivations);  // d gelu
-      t.Scratch(scores, Tag::kActivations);          // d softmax
-      for (size_t p : LayerParams(h)) grads.push_back(t.Alloc(p, Tag::kGradients));
-      uint32_t next = t.Alloc(tokens * h, Tag::kActivations);
-      t.Free(dx);
-      dx = next;
-      for (uint32_t a : saved[l]) t.Free(a);
-    }
-    grads.push_back(t.Alloc(size_t(s.seq) * h, Tag::kGradients));
-    t.Free(dx);
-    // Adam: moments are created lazily by the first step, then kept.
-    if (moments.empty()) {
-      for (size_t p : param_sizes) {
-        moments.push_back(t.Alloc(p, Tag::kOptimizerState));
-        moments.push_back(t.Alloc(p, Tag::kOptimizerState));
-      }
-    }
-    for (size_t p : param_sizes) t.Scratch(p, Tag::kOptimizerState);  // denom
-    for (uint32_t g : grads) t.Free(g);  // zero_grad(set_to_none=True)
-  }
-  return t.Take();
+footprint::TransformerShape TraceShape(int layers, int hidden, int heads, int seq) {
+  footprint::TransformerShape shape = footprint::GptShape(layers, hidden, heads);
+  shape.positions = seq;
+  return shape;
+}
+
+std::vector<TraceOp> TransformerTrace(const footprint::TransformerShape& shape,
+                                      const TraceOptions& options) {
+  return StepWriter(shape, options).Write();
 }
 
 absl::StatusOr<ReplayResult> Replay(const std::vector<TraceOp>& trace, DevicePool& pool) {

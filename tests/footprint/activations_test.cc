@@ -1,19 +1,19 @@
 // Activations measured on the pool: what a layer keeps between its forward
 // and its backward equals this program's accounting (activations.h) for
 // every family and option, and relates to Korthikanti et al. 2022 as
-// bench/FOOTPRINT.md says: GPT-2 with eager attention is the paper's
+// footprint/README.md says: GPT-2 with eager attention is the paper's
 // s*b*h*(34 + 5*a*s/h) plus the LayerNorms' 16 bytes per token, selective
 // 34*s*b*h plus those, full 2*s*b*h exactly.
-#include "bench/footprint/activations.h"
+#include "footprint/activations.h"
 
 #include <algorithm>
 #include <tuple>
 
-#include "bench/footprint/experiment.h"
-#include "bench/footprint/model_json.h"
-#include "bench/footprint/presets.h"
-#include "bench/footprint/row.h"
-#include "bench/footprint/step_script.h"
+#include "footprint/experiment.h"
+#include "footprint/model_json.h"
+#include "footprint/presets.h"
+#include "footprint/row.h"
+#include "footprint/step_script.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {
@@ -113,7 +113,7 @@ TEST(ActivationsTest, EagerRepeatsGroupedKeysAndValues) {
 
 // Phi-3's fused qkv: flash attention reads v as a view of the projection's
 // output and so keeps all of it; eager attention's products copy q, k, v.
-// (bench/footprint/validate_activations.py finds the same in PyTorch.)
+// (footprint/validate_activations.py finds the same in PyTorch.)
 TEST(ActivationsTest, FlashKeepsAFusedProjectionWhole) {
   absl::StatusOr<ModelSpec> phi3 = LoadModelFile("tests/footprint/testdata/phi-3-mini/config.json");
   ASSERT_TRUE(phi3.ok()) << phi3.status();

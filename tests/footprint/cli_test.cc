@@ -1,6 +1,6 @@
 // The command line: what a good run prints and writes, and one line with
 // exit status 2 for every kind of bad input.
-#include "bench/footprint/cli.h"
+#include "footprint/cli.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -47,6 +47,25 @@ TEST(CliTest, HelpListsPresetsAndOptions) {
   EXPECT_THAT(r.out, HasSubstr("llama2-70b"));
   EXPECT_THAT(r.out, HasSubstr("--persistence_threshold"));
   EXPECT_EQ(r.err, "");
+}
+
+// The listing keeps abseil's layout (footprint/flag_help.h): lines of at
+// most 80 columns, a flag's continued six spaces in, string defaults quoted.
+TEST(CliTest, HelpKeepsAbseilsLayout) {
+  Result r = Footprint({"--help"});
+  EXPECT_THAT(r.out, StartsWith("footprint: measured memory and traffic of one rank"));
+  EXPECT_THAT(r.out, HasSubstr("\n\n  Flags from footprint/options.cc:\n"));
+  EXPECT_THAT(r.out, HasSubstr("    --attention (eager (keeps the softmax of the scores) or flash "
+                               "(keeps its\n      log-sum-exp)); default: flash;\n"));
+  EXPECT_THAT(r.out, HasSubstr("    --csv (also write the results as CSV to this file); "
+                               "default: \"\";\n"));
+  EXPECT_THAT(r.out, HasSubstr(";\n\nTry --helpfull to get a list of all flags or --help=substring "
+                               "shows help for\nflags which include"));
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) EXPECT_LE(line.size(), 80u) << line;
+  Result word = Footprint({"--help=csv"});
+  EXPECT_EQ(word.out,
+            "footprint: flags whose name or help holds 'csv':\n"
+            "    --csv (also write the results as CSV to this file); default: \"\";\n");
 }
 
 TEST(CliTest, SweepPrintsOneLinePerRunAndWritesFiles) {
@@ -243,7 +262,7 @@ TEST(CliTest, HuggingFaceConfigRunsWithActivationsAndBadOnesExitTwo) {
 
 // A list of modules has no transformer shape: it runs, without activations.
 TEST(CliTest, ModuleListsRunWithoutActivationsAndSaySo) {
-  Result r = Footprint({"--model=bench/footprint/models/llama3-8b.json", "--ranks=8",
+  Result r = Footprint({"--model=footprint/models/llama3-8b.json", "--ranks=8",
                         "--stage=3", "--seq=4096"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("footprint: llama3-8b is a list of modules without a transformer "

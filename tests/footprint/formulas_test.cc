@@ -1,11 +1,11 @@
 // The formulas the experiment prints beside its measurements.
-#include "bench/footprint/formulas.h"
+#include "footprint/formulas.h"
 
 #include <cmath>
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "bench/footprint/report.h"
+#include "footprint/report.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {

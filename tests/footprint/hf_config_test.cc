@@ -3,13 +3,13 @@
 // which are also what `transformers` 5.24 builds from them on the meta
 // device (tests/footprint/hf_param_counts.py, run by hand); and the one-line
 // errors for what the reader does not take.
-#include "bench/footprint/hf_config.h"
+#include "footprint/hf_config.h"
 
 #include <string>
 
-#include "bench/footprint/activations.h"
-#include "bench/footprint/experiment.h"
-#include "bench/footprint/model_json.h"
+#include "footprint/activations.h"
+#include "footprint/experiment.h"
+#include "footprint/model_json.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {

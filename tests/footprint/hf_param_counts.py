@@ -3,8 +3,8 @@ the models `transformers` builds from the same configs on the meta device (no
 weights): sum(p.numel()) over model.parameters(), a tied head counted once.
 
 Run by hand where torch and transformers are installed (not in the suite):
-  bazel build -c opt //bench:footprint
-  python tests/footprint/hf_param_counts.py bazel-bin/bench/footprint tests/footprint/testdata
+  bazel build -c opt //footprint
+  python tests/footprint/hf_param_counts.py bazel-bin/footprint/footprint tests/footprint/testdata
 Prints one line per config and exits 1 on any difference.
 """
 import glob

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <tuple>
 
-#include "bench/footprint/experiment.h"
-#include "bench/footprint/presets.h"
-#include "bench/footprint/row.h"
+#include "footprint/experiment.h"
+#include "footprint/presets.h"
+#include "footprint/row.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {

@@ -1,10 +1,10 @@
 // Presets against their published parameter counts, and model files.
-#include "bench/footprint/model.h"
+#include "footprint/model.h"
 
 #include <string>
 
-#include "bench/footprint/model_json.h"
-#include "bench/footprint/presets.h"
+#include "footprint/model_json.h"
+#include "footprint/presets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -225,10 +225,10 @@ INSTANTIATE_TEST_SUITE_P(
             "{\"modules\": [{\"name\": \"a\", \"params\": [{\"name\": \"w\", \"shap\": [1]}]}]}",
             "m.json:1:53: unknown key \"shap\" in a parameter (expected name, shape)"}));
 
-// The example shipped in bench/footprint/models/: Llama 3 8B (GQA, 128k
+// The example shipped in footprint/models/: Llama 3 8B (GQA, 128k
 // vocabulary, untied head) has 8,030,261,248 parameters.
 TEST(ModelJsonTest, ExampleFileIsLlamaThreeEightB) {
-  absl::StatusOr<ModelSpec> model = LoadModelFile("bench/footprint/models/llama3-8b.json");
+  absl::StatusOr<ModelSpec> model = LoadModelFile("footprint/models/llama3-8b.json");
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->name, "llama3-8b");
   EXPECT_EQ(model->numel(), 8'030'261'248u);

@@ -2,9 +2,9 @@
 // moments of its pieces (12 bytes an element with Adam), which leave host
 // memory for the state file's staging buffers; ZeRO-Infinity's figure (16 bytes a
 // parameter over N, its fp32 gradients included) stands beside it.
-#include "bench/footprint/experiment.h"
-#include "bench/footprint/presets.h"
-#include "bench/footprint/row.h"
+#include "footprint/experiment.h"
+#include "footprint/presets.h"
+#include "footprint/row.h"
 #include "gtest/gtest.h"
 #include "offload/state_file.h"
 

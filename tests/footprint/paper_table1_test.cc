@@ -8,10 +8,10 @@
 // until that lands, Engine::Create returns Unimplemented and this fails.
 #include <string>
 
-#include "bench/footprint/experiment.h"
-#include "bench/footprint/presets.h"
-#include "bench/footprint/report.h"
-#include "bench/footprint/row.h"
+#include "footprint/experiment.h"
+#include "footprint/presets.h"
+#include "footprint/report.h"
+#include "footprint/row.h"
 #include "gtest/gtest.h"
 
 namespace zero::footprint {

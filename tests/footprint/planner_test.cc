@@ -1,13 +1,13 @@
 // The planner (--plan): the sweep it runs, the order of what fits, its
 // errors, and a 70B model planned in well under a minute.
-#include "bench/footprint/planner.h"
+#include "footprint/planner.h"
 
 #include <chrono>
 #include <sstream>
 
 #include "absl/strings/str_split.h"
-#include "bench/footprint/cli.h"
-#include "bench/footprint/presets.h"
+#include "footprint/cli.h"
+#include "footprint/presets.h"
 #include "gmock/gmock.h"
 #include "tests/footprint/run_footprint.h"
 #include "gtest/gtest.h"

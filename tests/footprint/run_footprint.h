@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/footprint/cli.h"
+#include "footprint/cli.h"
 
 namespace zero::footprint {
 

@@ -1,7 +1,7 @@
 // --timeline=FILE.svg: the last step's pool events replayed per tag, drawn
 // as a well-formed SVG (checked by a small XML reader here) whose stacked
 // areas move left to right and whose peak label is the replay's peak.
-#include "bench/footprint/timeline_svg.h"
+#include "footprint/timeline_svg.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -12,10 +12,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "bench/footprint/cli.h"
-#include "bench/footprint/presets.h"
-#include "bench/footprint/report.h"
-#include "bench/footprint/svg.h"
+#include "footprint/cli.h"
+#include "footprint/presets.h"
+#include "footprint/report.h"
+#include "footprint/svg.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-// The footprint command line (bench/footprint/options.h): the input's lines
+// The footprint command line (footprint/options.h): the input's lines
 // are the arguments. ParseOptions either accepts them or says which option
 // is wrong; it never runs an experiment, so every input stays fast.
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "bench/footprint/options.h"
+#include "footprint/options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

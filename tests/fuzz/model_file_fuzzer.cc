@@ -1,11 +1,11 @@
-// The footprint model-file reader (bench/footprint/model_json.h) on any
+// The footprint model-file reader (footprint/model_json.h) on any
 // bytes: a module list or a Hugging Face config.json either becomes a model
 // within the documented limits or an error naming FILE:LINE:COL.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
-#include "bench/footprint/model_json.h"
+#include "footprint/model_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

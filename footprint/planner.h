@@ -1,0 +1,41 @@
+// The planner (--plan): which ZeRO stage, offload, activation checkpointing
+// and micro-batch size let one model train on --cards x --nodes cards of
+// --device_memory. It runs the experiment for every combination (the same
+// runs as a sweep) and lists those that fit, cheapest first: bytes each
+// rank sends per step, then host memory per node, then recomputation, then
+// the larger micro-batch. Pure functions over the sweep's rows.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "footprint/options.h"
+#include "footprint/row.h"
+
+namespace zero::footprint {
+
+// The sweep the planner runs: stages 0-3, offload none/optimizer/parameters,
+// checkpointing none and full (and selective with eager attention),
+// micro-batches as given or 1, 2, 4, 8; ranks = cards x nodes; the rest as
+// given. InvalidArgument, naming the option, when one it chooses itself
+// (--ranks, --stage, --offload, --checkpointing) is given, or when --model
+// names more than one model.
+absl::StatusOr<Options> PlanSweep(Options options);
+
+struct PlanLine {
+  const Row* row = nullptr;
+  double host_per_node = 0;  // pinned host bytes x cards
+  double recompute = 0;      // extra forward FLOPs over the step's FLOPs
+  bool fits = false;         // the card (peak reserved) and the node's host memory
+};
+
+// Fitting lines first, by cost; then the others by peak.
+std::vector<PlanLine> RankPlan(const std::vector<Row>& rows, const Options& options);
+
+// The plan as text: the configurations that fit (or, when none does, the
+// closest), with a line on what was tried and how long it took.
+std::string FormatPlan(const std::vector<PlanLine>& lines, const Options& options,
+                       double seconds);
+
+}  // namespace zero::footprint
