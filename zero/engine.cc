@@ -1,8 +1,9 @@
-// The engine coordinates three parts over one RankContext: ModelStates (the
-// buffers PlaceStates puts on device or host), the GradientReducer (backward's
-// side) and the ParameterGatherer (stage 3's fetches). What remains here is
-// the public surface, the step (engine_step.cc, clip.cc), offload
-// (engine_offload.cc) and restore (engine_restore.cc).
+// The engine coordinates its parts over one RankContext: ModelStates (the
+// buffers PlaceStates puts on device, host or NVMe), the GradientReducer
+// (backward's side), the ParameterGatherer (stage 3's fetches), GradNorm
+// (clipping) and, with offload, the HostStepper (the CPU step). What remains
+// here is the public surface; the step is engine_step.cc, the checkpoint's
+// face owned_state.cc.
 #include "zero/engine.h"
 
 #include <bit>
@@ -11,14 +12,16 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/fingerprint.h"
 #include "base/status_macros.h"
 #include "zero/buffer.h"
+#include "zero/internal/grad_norm.h"
 #include "zero/internal/gradient_reducer.h"
+#include "zero/internal/host_stepper.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/parameter_gatherer.h"
 #include "zero/internal/rank_agreement.h"
 #include "zero/internal/rank_context.h"
-#include "zero/internal/serial_worker.h"
 #include "zero/placement.h"
 #include "zero/precision.h"
 
@@ -64,25 +67,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                   .has_bytes = devices->backend().has_bytes(),
                   .mixed = mixed,
                   .master_apart = mixed || config.offload != Offload::kNone};
-  std::unique_ptr<Engine> engine(new Engine(std::move(ctx), optimizer, memory));
-  RETURN_IF_ERROR(engine->Init());
+  std::unique_ptr<Engine> engine(new Engine(std::move(ctx), optimizer));
+  RETURN_IF_ERROR(engine->Init(memory.host));
   return engine;
 }
 
-Engine::Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory)
+Engine::Engine(RankContext ctx, Optimizer* optimizer)
     : ctx_(std::make_unique<const RankContext>(std::move(ctx))),
       optimizer_(optimizer),
       device_pool_(&ctx_->devices->pool(ctx_->stream->device())),
-      host_upstream_(memory.host) {}
+      norm_(std::make_unique<GradNorm>(*ctx_)) {}
 
 Engine::~Engine() {
-  AwaitOwnedStateReader();  // it reads this engine's buffers
-  if (worker_) (void)worker_->Wait();
+  guard_.Await();  // it reads this engine's buffers
+  host_.reset();   // waits for its worker's steps
   (void)ctx_->comm_stream->Synchronize();
   (void)ctx_->stream->Synchronize();
 }
 
-absl::Status Engine::Init() {
+absl::Status Engine::Init(MemoryResource* host_memory) {
   const EngineConfig& c = ctx_->config;
   if (c.param_dtype == DType::kF16) {
     absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaler);
@@ -122,10 +125,8 @@ absl::Status Engine::Init() {
   // zero/placement.h holds the per-stage rules and the paper's formulas.
   const Placement placement = PlaceStates(c, optimizer_->state_buffers(),
                                           ctx_->layout.padded_numel(), ctx_->layout.shard_numel());
-  if (placement.bytes(Home::kHost) > 0) RETURN_IF_ERROR(FailIfError(CreateHostMemory()));
-  if (placement.bytes(Home::kNvme) > 0) RETURN_IF_ERROR(FailIfError(CreateStateFile()));
   absl::StatusOr<std::unique_ptr<ModelStates>> states =
-      ModelStates::Allocate(*ctx_, placement.InMemory(), host_.get());
+      ModelStates::Allocate(*ctx_, placement, host_memory, optimizer_->state_buffers());
   RETURN_IF_ERROR(FailIfError(states.status()));
   states_ = *std::move(states);
   absl::StatusOr<std::unique_ptr<ParameterGatherer>> gatherer =
@@ -134,7 +135,17 @@ absl::Status Engine::Init() {
   gatherer_ = *std::move(gatherer);
   reducer_ = std::make_unique<GradientReducer>(*ctx_, *states_,
                                                [this](int unit) { return OnUnitReduced(unit); });
+  if (ctx_->offload()) {
+    host_ = std::make_unique<HostStepper>(*ctx_, *states_, *gatherer_, *optimizer_, guard_);
+  }
   return absl::OkStatus();
+}
+
+absl::Status Engine::OnUnitReduced(int unit) {
+  if (host_ == nullptr) return absl::OkStatus();
+  const int last = ctx_->config.gradient_accumulation_steps - 1;
+  return host_->OnUnitReduced(unit, reducer_->micro_batches() == last, steps_ + 1,
+                              MeanGradScale());
 }
 
 absl::Status Engine::Fail(absl::Status status) {
@@ -151,10 +162,10 @@ size_t Engine::live_gathered_elements() const { return gatherer_->live_elements(
 // Between BeginRestore and EndRestore the states are half rebuilt and the
 // peers wait in RestoreUnit's gathers: any other call fails the group.
 absl::Status Engine::NotRestoring(std::string_view call) {
-  if (restore_next_ < 0) return absl::OkStatus();
+  if (!owned_state_.restoring()) return absl::OkStatus();
   return Fail(absl::FailedPreconditionError(absl::StrFormat(
       "rank %d: %s between BeginRestore and EndRestore (%d of %d units restored)", ctx_->rank,
-      call, restore_next_, ctx_->unit_count())));
+      call, owned_state_.restore_next_, ctx_->unit_count())));
 }
 
 absl::Status Engine::Fetch(int module, Stream* consumer) {
@@ -219,8 +230,8 @@ absl::StatusOr<std::span<float>> Engine::param(int id) {
 
 absl::Status Engine::SetParam(int id, std::span<const float> values) {
   RETURN_IF_ERROR(NotRestoring("SetParam"));
-  RETURN_IF_ERROR(NotUpdatedEarly());  // the worker may be stepping the master weights
-  AwaitOwnedStateReader();
+  RETURN_IF_ERROR(OwnedStateSettled("SetParam"));  // the worker may be stepping the masters
+  guard_.Await();
   const Layout& layout = ctx_->layout;
   if (id < 0 || id >= static_cast<int>(layout.params().size()) ||
       values.size() != layout.params()[id].numel) {
@@ -252,8 +263,9 @@ absl::Status Engine::WriteParam(int id, std::span<const float> values, const cha
   };
   for (const Piece& piece : layout.PiecesOf(id)) {
     if (!owned(piece) || !ctx_->master_apart) continue;
-    RETURN_IF_ERROR(WriteMaster(p.unit, piece.shard_offset - ctx_->unit(p.unit).shard_offset,
-                                values.data() + piece.param_offset, piece.count));
+    RETURN_IF_ERROR(states_->WriteMaster(p.unit,
+                                         piece.shard_offset - ctx_->unit(p.unit).shard_offset,
+                                         values.data() + piece.param_offset, piece.count));
   }
   if (char* whole = gatherer_->Whole(p.unit); whole != nullptr) {
     RETURN_IF_ERROR(stream->Copy(whole + (p.offset - ctx_->unit(p.unit).offset) * esize, narrow,
@@ -271,48 +283,13 @@ absl::Status Engine::WriteParam(int id, std::span<const float> values, const cha
   return absl::OkStatus();
 }
 
-absl::Status Engine::NotUpdatedEarly() const {
-  if (!updated_early_) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      "this step was already applied unit by unit as its gradients arrived (offload_overlap): "
-      "call Step");
-}
-
-void Engine::GuardOwnedState(std::shared_future<void> read) {
-  AwaitOwnedStateReader();
-  owned_state_reader_ = std::move(read);
-}
-
-void Engine::AwaitOwnedStateReader() {
-  if (!owned_state_reader_.valid()) return;
-  const auto start = std::chrono::steady_clock::now();
-  owned_state_reader_.wait();
-  owned_state_wait_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  owned_state_reader_ = {};
-}
-
 absl::Status Engine::OwnedStateSettled(std::string_view what) const {
-  if (!updated_early_) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "rank %d: %s between backward and Step: offload_overlap is stepping this step's units "
-      "as their gradients arrive, so the owned state is part old, part new (take it after Step)",
-      ctx_->rank, what));
-}
-
-absl::Status Engine::OptimizerMayChange() const {
-  if (!updated_early_) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "rank %d: the optimizer's settings changed after backward began, but offload_overlap "
-      "already steps this step's units as their gradients arrive, with the settings as they "
-      "were: change the lr before backward (a scheduler's step() after optimizer.step() does) "
-      "or turn offload_overlap off",
-      ctx_->rank));
+  return host_ != nullptr ? host_->Settled(what) : absl::OkStatus();
 }
 
 absl::Status Engine::ZeroGrad() {
   RETURN_IF_ERROR(NotRestoring("ZeroGrad"));
-  RETURN_IF_ERROR(NotUpdatedEarly());
+  RETURN_IF_ERROR(OwnedStateSettled("ZeroGrad"));
   reducer_->Clear();
   return absl::OkStatus();
 }
@@ -320,10 +297,13 @@ absl::Status Engine::ZeroGrad() {
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 EngineStats Engine::stats() const {
-  const ResourceStatistics host = host_ ? host_->statistics() : ResourceStatistics{};
+  const StatisticsAdaptor* host_memory = states_->host_memory();
+  const ResourceStatistics host =
+      host_memory != nullptr ? host_memory->statistics() : ResourceStatistics{};
+  const StateFile* file = states_->state_file();
   // Clipping alone never brought the norm to the host: read it now.
   double last_grad_norm = last_grad_norm_;
-  if (norm_on_device_) last_grad_norm = ReadGradNorm().value_or(last_grad_norm_);
+  if (norm_on_device_) last_grad_norm = norm_->Read().value_or(last_grad_norm_);
   return EngineStats{.steps = steps_,
                      .skipped_steps = skipped_steps_,
                      .loss_scale = loss_scale(),
@@ -332,11 +312,11 @@ EngineStats Engine::stats() const {
                      .pool = device_pool_->stats(),
                      .host_bytes = static_cast<size_t>(host.bytes.current),
                      .peak_host_bytes = static_cast<size_t>(host.bytes.peak),
-                     .early_unit_updates = early_unit_updates_,
-                     .nvme_bytes = state_file_ ? state_file_->stats().state_bytes : 0,
-                     .nvme_bytes_read = state_file_ ? state_file_->stats().bytes_read : 0,
-                     .nvme_bytes_written = state_file_ ? state_file_->stats().bytes_written : 0,
-                     .owned_state_wait_seconds = owned_state_wait_seconds_,
+                     .early_unit_updates = host_ != nullptr ? host_->early_updates() : 0,
+                     .nvme_bytes = file != nullptr ? file->stats().state_bytes : 0,
+                     .nvme_bytes_read = file != nullptr ? file->stats().bytes_read : 0,
+                     .nvme_bytes_written = file != nullptr ? file->stats().bytes_written : 0,
+                     .owned_state_wait_seconds = guard_.wait_seconds(),
                      .comm = ctx_->comm->stats()};
 }
 

@@ -35,17 +35,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "base/fingerprint.h"
 #include "memory/device_system.h"
-#include "memory/statistics_adaptor.h"
-#include "offload/host_pool.h"
-#include "offload/state_file.h"
 #include "optimizers/loss_scaler.h"
 #include "optimizers/optimizer.h"
-#include "zero/buffer.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
+#include "zero/internal/owned_state_guard.h"
 #include "zero/layout.h"
+#include "zero/owned_state.h"
 
 namespace zero {
 
@@ -53,8 +50,9 @@ struct RankContext;
 class ModelStates;
 class GradientReducer;
 class ParameterGatherer;
-class SerialWorker;
-class Buffer;
+class HostStepper;
+class GradNorm;
+struct GradScale;
 
 // Where an engine's buffers come from; each must outlive the engine. Null
 // members take the defaults: the device's pool, and (offload only) a pinned
@@ -80,7 +78,7 @@ struct EngineStats {
   size_t nvme_bytes = 0;
   uint64_t nvme_bytes_read = 0, nvme_bytes_written = 0;
   // Time this rank's calls waited for a reader of the owned state to finish
-  // (GuardOwnedState: an async checkpoint's snapshot), in all.
+  // (OwnedStateAccess::Guard: an async checkpoint's snapshot), in all.
   double owned_state_wait_seconds = 0;
   CommStats comm;
 };
@@ -171,153 +169,48 @@ class Engine {
   absl::Status Step();
   // Drops the gradients of the current step (and of a partial micro-batch).
   absl::Status ZeroGrad();
-  // FailedPrecondition while offload_overlap has stepped (or is stepping,
-  // on its worker) units of this step during backward, until Step: the
-  // optimizer's settings (lr) must not change then.
-  absl::Status OptimizerMayChange() const;
-  // FailedPrecondition in the same window, naming `what` (a checkpoint):
-  // owned_state() is being stepped then, and would be read torn.
+  // The one flag for "the owned state may change now": FailedPrecondition,
+  // naming `what`, while offload_overlap has stepped (or is stepping, on its
+  // worker) units of this step during backward, until Step. Then the owned
+  // state is part old, part new, and the optimizer's settings (lr) must not
+  // change: ZeroGrad, SetParam, checkpoints and restores are refused too.
   absl::Status OwnedStateSettled(std::string_view what) const;
 
   // With clipping and no fp16 the last norm is still in device memory:
   // stats() then waits for stream() to read it (Step never does).
   EngineStats stats() const;
 
-  // For checkpoints (zero/checkpoint/). This rank's owned piece of unit `u`:
-  // flat elements [units[u].offset + rank * shard, + shard) as fp32 master
-  // weights and one buffer per optimizer state. In device memory (pinned
-  // host memory with offload; null on meta devices and with the state on
-  // NVMe, where StreamOwnedState reaches it; all null for a unit that does
-  // not exist): copy on stream().
-  struct OwnedState {
-    float* master;
-    std::vector<float*> state;
-  };
-  OwnedState owned_state(int unit);
-  // A reader of owned_state() that runs while training goes on (an async
-  // checkpoint's snapshot, copying on its own stream): until `read` is
-  // ready, every call that may change owned state waits for it first (Step
-  // before its update, offload_overlap's early updates, SetParam, Restore,
-  // BeginRestore, StreamOwnedState, owned_state()), and so does the
-  // destructor. Forward and backward do not wait, except for the early
-  // updates offload_overlap runs inside AddGrad. Nor does param(): at stage
-  // 0-2 without mixed precision or offload the parameters are the masters,
-  // so do not write them meanwhile. On the training thread; an earlier
-  // guard is waited for first.
-  void GuardOwnedState(std::shared_future<void> read);
-  // The same piece wherever it lives, chunk by chunk, on the calling
-  // thread: `fn(offset, count, planes)` gets elements [offset, offset +
-  // count) of the piece, planes[0] the master weights and planes[1 + i]
-  // optimizer state i, in host memory valid during the call. kRead hands
-  // over what is there (fn leaves it so: later reads may take it from
-  // staging); kWrite takes what fn leaves in every plane (every element
-  // once); kUpdate both (to write some planes, keep the others).
-  // On meta devices fn is never called. The second form: elements [begin,
-  // begin + count) of the piece only.
-  using StateAccess = StateFile::Pass;
-  absl::Status StreamOwnedState(int unit, StateAccess access, StateFile::ChunkFn fn);
-  absl::Status StreamOwnedState(int unit, size_t begin, size_t count, StateAccess access,
-                                StateFile::ChunkFn fn);
-  // offload_device nvme: this rank's state file (empty otherwise).
-  std::string nvme_file() const;
+  // For checkpoints (zero/checkpoint/): the pieces this rank owns, read and
+  // written where they live, and the restore (zero/owned_state.h).
+  OwnedStateAccess& owned_state() { return owned_state_; }
+  const OwnedStateAccess& owned_state() const { return owned_state_; }
+
   // The compute-facing stream (the caller's work, the optimizer) and the
   // one the collectives run on (the same with overlap_comm off).
   Stream* stream() const;
   Stream* comm_stream() const;
-  struct ResumePoint {
-    int64_t steps = 0;
-    std::optional<LossScaler::State> loss_scaler;  // fp16 only
-  };
-  ResumePoint resume_point() const;
-  // Collective, after every rank has overwritten owned_state() of every
-  // unit: rebuilds all that derives from it (whole or gathered parameters,
-  // stage 0's whole state, model-dtype copies), sets the step count and the
-  // loss scale, and drops gradients in flight.
-  // A rank whose check refuses fails every rank alike (agreed first).
-  absl::Status Restore(const ResumePoint& point);
-  // Restore in steps, for a caller that overwrites owned_state() unit by
-  // unit and wants each unit's gathers to run while it writes the next
-  // (checkpoint::Load): BeginRestore (checks `point` before changing
-  // anything, sets it, drops gradients, waits for communication in flight),
-  // then RestoreUnit(u) for u = 0, 1, ... in that order on every rank, each
-  // once this rank has overwritten owned_state(u) and its writes on stream()
-  // are enqueued, then EndRestore. Calls out of that order, and Step,
-  // Fetch, Release, gradients, SetParam or ZeroGrad in between, fail the
-  // group (the peers wait in the collectives), as does a failed gather.
-  absl::Status BeginRestore(const ResumePoint& point);
-  // What BeginRestore(point) would refuse, changing nothing: ranks that
-  // must restore together agree on it first.
-  absl::Status CheckResumePoint(const ResumePoint& point) const;
-  absl::Status RestoreUnit(int unit);
-  absl::Status EndRestore();
 
  private:
-  Engine(RankContext ctx, Optimizer* optimizer, EngineMemory memory);
-  // Places the model states, then builds the gradient and parameter sides.
-  absl::Status Init();
+  friend class OwnedStateAccess;  // the checkpoint's face of the engine
+  Engine(RankContext ctx, Optimizer* optimizer);
+  // Places the model states, then builds the gradient and parameter sides
+  // and, with offload, the host stepper.
+  absl::Status Init(MemoryResource* host_memory);
   absl::Status Fail(absl::Status status);  // aborts the group, returns status
   absl::Status FailIfError(absl::Status status) { return status.ok() ? status : Fail(status); }
   absl::Status NotRestoring(std::string_view call);  // fails the group while restoring
-  absl::Status NotUpdatedEarly() const;
-  void AwaitOwnedStateReader();  // GuardOwnedState's, if any
   absl::Status WriteParam(int id, std::span<const float> values, const char* narrow);
+  // The reducer's callback: offload_overlap's early CPU step of `unit`.
+  absl::Status OnUnitReduced(int unit);
 
-  // Update (engine_step.cc).
-  // The optimizer's gradient scale: a value, or (clipping, fp16) value x the
-  // float at `at`, in device memory, written by an earlier op on stream().
-  struct GradScale {
-    float value;
-    const float* at = nullptr;
-  };
+  // Update (engine_step.cc): the owned piece of `unit` (stage 0: all of it)
+  // on stream(), then (stages 1-2) made whole on every rank again.
   absl::Status UpdateUnit(int unit, GradScale grad_scale);
-  // One optimizer call over `master` (flat elements from `first_element`
-  // of the layout; state from `state_offset`, the unit's owned gradients);
-  // writes the model-dtype copy to `copy` when mixed. Enqueued on stream()
-  // (on its device, whatever it is), or run on the calling thread over host
-  // memory (offload's CPU step).
-  absl::Status RunOptimizer(int unit, std::span<float> master, size_t first_element,
-                            size_t state_offset, void* copy, int64_t step, GradScale grad_scale,
-                            bool on_stream);
-  // The same over given state spans and gradients (a chunk of a piece).
-  absl::Status RunOptimizerOn(std::span<float> master, size_t first_element,
-                              std::span<const std::span<float>> state, const void* grads,
-                              void* copy, int64_t step, GradScale grad_scale, bool on_stream);
   // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
   float MeanGradScale() const;
-  // Enqueues on stream() the global norm of the mean gradient and the
-  // clipped scale (clip.cc) into step_scalars_; the host does not wait.
-  // Meta devices: the plain mean scale, norm 0.
-  absl::StatusOr<GradScale> ClippedGradScale(float mean_scale);
-  // Waits for step_scalars_ and returns the norm (0 when none): not finite
-  // when any rank's gradients overflowed.
-  absl::StatusOr<double> ReadGradNorm() const;
   absl::Status SkipStep();
-
   // Orders stream() after everything on the communication stream so far.
   absl::Status AwaitComm();
-
-  // Offload (engine_offload.cc).
-  // The pinned host resource and the CPU step's worker.
-  absl::Status CreateHostMemory();
-  // The owned piece's CPU step with host buffers (any thread).
-  absl::Status StepOnHost(int unit, int64_t step, float grad_scale);
-  // Host -> device: the updated piece in the model dtype, made whole.
-  absl::Status PublishUnit(int unit);
-  absl::Status UpdateOffloaded(GradScale grad_scale);
-  bool UpdatesEarly() const;  // offload_overlap applies to this micro-batch
-  absl::Status OnUnitReduced(int unit);  // posts the unit's early CPU step if it applies
-  // offload_device nvme: the rank's state file, the step streamed through it,
-  // writes of master elements [offset, + count) of a unit's piece, and the
-  // master's model-dtype copy rebuilt from it (into the host piece to publish).
-  absl::Status CreateStateFile();
-  absl::Status StepOnNvme(int unit, int64_t step, float grad_scale);
-  absl::Status WriteMaster(int unit, size_t offset, const float* values, size_t count);
-  absl::Status NarrowMaster(int unit, char* to);
-  // Where the CPU step leaves the unit's updated model-dtype piece.
-  char* UpdatedPiece(int unit) const;
-
-  // Restore (engine_restore.cc): unit's derived state rebuilt.
-  absl::Status RebuildUnit(int unit);
 
   // Settings, layout, communicator, device memory and stream; the parts
   // below point to it, so it is built first and never moves.
@@ -325,35 +218,22 @@ class Engine {
   Optimizer* const optimizer_;
   DevicePool* const device_pool_;  // stats only: buffers come from ctx_->pool
 
-  // Offload: where master weights, state and owned gradients live (the
-  // caller's, or own_host_pool_), counted by host_. Declared before the
-  // model states so that they outlive them.
-  MemoryResource* const host_upstream_;
-  std::unique_ptr<PinnedHostPool> own_host_pool_;
-  std::unique_ptr<StatisticsAdaptor> host_;
-
-  std::unique_ptr<StateFile> state_file_;        // offload_device nvme; else null
   std::unique_ptr<ModelStates> states_;          // zero/internal/model_states.h
   std::unique_ptr<GradientReducer> reducer_;     // zero/internal/gradient_reducer.h
   std::unique_ptr<ParameterGatherer> gatherer_;  // zero/internal/parameter_gatherer.h
+  std::unique_ptr<GradNorm> norm_;               // zero/internal/grad_norm.h
   std::optional<LossScaler> scaler_;             // fp16
   int64_t steps_ = 0;
-  int restore_next_ = -1;  // the unit RestoreUnit takes next; -1: not restoring
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
-  // The last step's StepScalars (compute/elementwise_op.h) in device
-  // memory; with clipping but no fp16 the host reads the norm only when
-  // stats() asks (norm_on_device_).
-  std::unique_ptr<Buffer> step_scalars_;
+  // With clipping but no fp16 the host reads the last norm only when
+  // stats() asks.
   bool norm_on_device_ = false;
-
-  // Offload: CPU steps overlapping backward. Last, so it stops first.
-  std::unique_ptr<SerialWorker> worker_;
-  bool updated_early_ = false;  // this step's pieces were stepped as reduced
-  int64_t early_unit_updates_ = 0;
-
-  std::shared_future<void> owned_state_reader_;  // GuardOwnedState; invalid: none
-  double owned_state_wait_seconds_ = 0;
+  OwnedStateGuard guard_;  // an async checkpoint's snapshot, while it copies
+  OwnedStateAccess owned_state_{*this};
+  // Offload (zero/internal/host_stepper.h); null without. Last: it stops
+  // its worker first.
+  std::unique_ptr<HostStepper> host_;
 };
 
 }  // namespace zero

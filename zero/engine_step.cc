@@ -1,12 +1,16 @@
 // The optimizer step: clipping and loss-scale checks over all ranks, the
 // update of each rank's owned pieces, and making parameters whole again.
 #include <cmath>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "zero/engine.h"
+#include "zero/internal/grad_norm.h"
 #include "zero/internal/gradient_reducer.h"
+#include "zero/internal/host_stepper.h"
 #include "zero/internal/model_states.h"
 #include "zero/internal/parameter_gatherer.h"
+#include "zero/internal/piece_update.h"
 #include "zero/internal/rank_context.h"
 
 namespace zero {
@@ -19,18 +23,18 @@ absl::Status Engine::Step() {
   // The reductions ran on the communication stream.
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
   // One that failed after its call returned (NCCL, a host stream's callback)
-  // must not feed an update; UpdateUnit checks again once it has waited.
+  // must not feed an update; the update's own check covers what fails later.
   if (absl::Status s = ctx_->comm->AsyncError(); !s.ok()) return Fail(s);
   GradScale grad_scale{MeanGradScale()};
   if (ctx_->config.max_grad_norm > 0 || scaler_) {
-    absl::StatusOr<GradScale> clipped = ClippedGradScale(grad_scale.value);
+    absl::StatusOr<GradScale> clipped = norm_->Compute(*states_, grad_scale.value);
     if (!clipped.ok()) return Fail(clipped.status());
     grad_scale = *clipped;
     norm_on_device_ = !scaler_;
   }
   if (scaler_) {
     // The step's one host wait: whether to skip is the host's decision.
-    absl::StatusOr<double> norm = ReadGradNorm();
+    absl::StatusOr<double> norm = norm_->Read();
     if (!norm.ok()) return Fail(norm.status());
     // Every rank sees the same norm, so all skip (and back off) together,
     // or all stop together at the minimum scale (the gradients go).
@@ -43,12 +47,12 @@ absl::Status Engine::Step() {
     last_grad_norm_ = *norm;
   }
   // Only now, so that a snapshot still copying overlaps the checks above.
-  AwaitOwnedStateReader();
+  guard_.Await();
   ++steps_;
-  if (ctx_->offload()) {
-    if (absl::Status s = UpdateOffloaded(grad_scale); !s.ok()) return Fail(s);
+  if (host_ != nullptr) {
+    if (absl::Status s = host_->Update(steps_, grad_scale); !s.ok()) return Fail(s);
   }
-  for (int u = 0; u < ctx_->unit_count() && !ctx_->offload(); ++u) {
+  for (int u = 0; u < ctx_->unit_count() && host_ == nullptr; ++u) {
     if (absl::Status s = UpdateUnit(u, grad_scale); !s.ok()) return Fail(s);
   }
   reducer_->Clear();
@@ -65,40 +69,6 @@ absl::Status Engine::SkipStep() {
   return FailIfError(gatherer_->FinishStep());
 }
 
-absl::Status Engine::RunOptimizer(int unit, std::span<float> master, size_t first_element,
-                                  size_t state_offset, void* copy, int64_t step,
-                                  GradScale grad_scale, bool on_stream) {
-  std::vector<std::span<float>> state;
-  for (Buffer& s : states_->optimizer_state()) {
-    state.emplace_back(s.data<float>() + state_offset, master.size());
-  }
-  return RunOptimizerOn(master, first_element, state, states_->OwnedGrads(unit), copy, step,
-                        grad_scale, on_stream);
-}
-
-absl::Status Engine::RunOptimizerOn(std::span<float> master, size_t first_element,
-                                    std::span<const std::span<float>> state, const void* grads,
-                                    void* copy, int64_t step, GradScale grad_scale,
-                                    bool on_stream) {
-  StepArgs args{.params = master,
-                .grads = grads,
-                .grad_dtype = ctx_->dtype,
-                .state = state,
-                .step = step,
-                .grad_scale = grad_scale.value,
-                .grad_scale_at = grad_scale.at,
-                .param_copy = copy,
-                .copy_dtype = ctx_->mixed ? ctx_->dtype : DType::kBF16,
-                .first_element = first_element};
-  if (on_stream) {
-    // On host devices a reduction that failed on the stream before the
-    // update calls it off, so a failed step changes no parameter.
-    return optimizer_->Step(args, ctx_->devices->kind(), ctx_->stream,
-                            [comm = ctx_->comm] { return comm->AsyncError().ok(); });
-  }
-  return optimizer_->Step(args);
-}
-
 float Engine::MeanGradScale() const {
   // In double: world x accumulation overflowed an int (a scale of 1/0).
   const double terms =
@@ -107,25 +77,26 @@ float Engine::MeanGradScale() const {
   return 1.0f / static_cast<float>(terms);
 }
 
-// Updates the parameters a rank owns in `unit` (stage 0: all of it), then
-// (stages 1-2) gathers every rank's updated piece so each holds the whole
-// unit again. Mixed precision updates the fp32 master and writes the model-
-// dtype copy in the same pass.
+// Mixed precision updates the fp32 master and writes the model-dtype copy
+// in the same pass.
 absl::Status Engine::UpdateUnit(int unit, GradScale grad_scale) {
   const Unit& u = ctx_->unit(unit);
   const bool whole = ctx_->config.stage == 0;
   const size_t count = whole ? u.padded : u.shard;
-  const size_t state_offset = states_->StateOffset(unit);
   char* params = whole ? states_->WholeParams(unit) : states_->ModelPiece(unit);
-  float* master =
-      ctx_->mixed ? states_->master_data() + state_offset : reinterpret_cast<float*>(params);
+  float* master = ctx_->mixed ? states_->master_data() + states_->StateOffset(unit)
+                              : reinterpret_cast<float*>(params);
+  const std::vector<std::span<float>> state = states_->StateAt(states_->StateOffset(unit), count);
   // Ordered on the stream after the reductions, on whatever device it is:
-  // the host does not wait (a collective that failed on a stream meanwhile
-  // is Step's AsyncError, at its end or on the next call).
-  const size_t first = whole ? u.offset : ctx_->owned_offset(unit);
-  RETURN_IF_ERROR(RunOptimizer(unit, {master, count}, first, state_offset,
-                               ctx_->mixed ? params : nullptr, steps_, grad_scale,
-                               /*on_stream=*/true));
+  // the host does not wait.
+  RETURN_IF_ERROR(UpdateOnStream(*ctx_, *optimizer_,
+                                 {.master = {master, count},
+                                  .first_element = whole ? u.offset : ctx_->owned_offset(unit),
+                                  .state = state,
+                                  .grads = states_->OwnedGrads(unit),
+                                  .copy = ctx_->mixed ? params : nullptr,
+                                  .step = steps_,
+                                  .scale = grad_scale}));
   // Stage 3 keeps its pieces; they are gathered when next fetched.
   if (whole || ctx_->config.stage == 3) return absl::OkStatus();
   return gatherer_->Publish(unit);

@@ -213,13 +213,13 @@ TEST_F(EngineErrors, RestoreInStepsOutOfOrder) {
   auto status = RunRanks(3, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
     absl::StatusOr<std::unique_ptr<Engine>> engine = Create(comm, d, r);
     // Every rank built and the restoring ones begun before any misuse fails the group.
-    const Engine::ResumePoint point{.steps = 1, .loss_scaler = std::nullopt};
-    absl::Status begun = engine.ok() && r > 0 ? (*engine)->BeginRestore(point) : engine.status();
+    const ResumePoint point{.steps = 1, .loss_scaler = std::nullopt};
+    absl::Status begun = engine.ok() && r > 0 ? (*engine)->owned_state().BeginRestore(point) : engine.status();
     ready.arrive_and_wait();
     RETURN_IF_ERROR(begun);
     EXPECT_GE((*engine)->layout().units().size(), 2u) << "what makes the test mean something";
-    if (r == 0) return (*engine)->RestoreUnit(0);
-    return r == 1 ? (*engine)->RestoreUnit(1) : (*engine)->EndRestore();
+    if (r == 0) return (*engine)->owned_state().RestoreUnit(0);
+    return r == 1 ? (*engine)->owned_state().RestoreUnit(1) : (*engine)->owned_state().EndRestore();
   });
   EXPECT_EQ(status[0].code(), absl::StatusCode::kFailedPrecondition) << status[0];
   EXPECT_THAT(std::string(status[0].message()), HasSubstr("outside BeginRestore"));
@@ -235,17 +235,17 @@ TEST_F(EngineErrors, RestoreInStepsOutOfOrder) {
 TEST_F(EngineErrors, RestoreInStepsRefusesEverythingElse) {
   auto status = RunRanks(3, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
     ASSIGN_OR_RETURN(auto engine, Create(comm, d, r));
-    const absl::Status refused = engine->BeginRestore({.steps = -1, .loss_scaler = std::nullopt});
+    const absl::Status refused = engine->owned_state().BeginRestore({.steps = -1, .loss_scaler = std::nullopt});
     EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
-    EXPECT_EQ(engine->CheckResumePoint({.steps = 1, .loss_scaler = std::nullopt}),
+    EXPECT_EQ(engine->owned_state().CheckResumePoint({.steps = 1, .loss_scaler = std::nullopt}),
               absl::OkStatus());
-    RETURN_IF_ERROR(engine->BeginRestore({.steps = 1, .loss_scaler = std::nullopt}));
+    RETURN_IF_ERROR(engine->owned_state().BeginRestore({.steps = 1, .loss_scaler = std::nullopt}));
     const int units = static_cast<int>(engine->layout().units().size());
-    for (int u = 0; u < units; ++u) RETURN_IF_ERROR(engine->RestoreUnit(u));
+    for (int u = 0; u < units; ++u) RETURN_IF_ERROR(engine->owned_state().RestoreUnit(u));
     EXPECT_EQ(units, 3);
-    if (r == 0) return engine->RestoreUnit(units);
+    if (r == 0) return engine->owned_state().RestoreUnit(units);
     if (r == 1) return engine->Step();
-    return engine->BeginRestore({.steps = 1, .loss_scaler = std::nullopt});
+    return engine->owned_state().BeginRestore({.steps = 1, .loss_scaler = std::nullopt});
   });
   EXPECT_EQ(status[0].code(), absl::StatusCode::kFailedPrecondition) << status[0];
   EXPECT_THAT(std::string(status[0].message()), HasSubstr("RestoreUnit(3) after all 3 units were restored"));
@@ -266,7 +266,7 @@ TEST_F(EngineErrors, RestoreWhileAModuleIsFetched) {
     ASSIGN_OR_RETURN(auto engine, Create(comm, d, r, Specs(), config));
     RETURN_IF_ERROR(engine->Fetch(0));
     const size_t live = engine->live_gathered_elements();
-    const absl::Status restored = engine->Restore(engine->resume_point());
+    const absl::Status restored = engine->owned_state().Restore(engine->owned_state().resume_point());
     EXPECT_EQ(restored.code(), absl::StatusCode::kFailedPrecondition) << restored;
     EXPECT_THAT(std::string(restored.message()),
                 HasSubstr("a restore while module 0 is still fetched"));
@@ -437,13 +437,13 @@ TEST_F(EngineErrors, ZeroGradAfterTheStepWasAppliedEarly) {
     EXPECT_EQ(zero.code(), absl::StatusCode::kFailedPrecondition) << zero;
     EXPECT_THAT(std::string(zero.message()), HasSubstr("call Step"));
     const std::vector<float> values(100, 0.5f);
-    const absl::Status reads = engine->StreamOwnedState(
-        0, Engine::StateAccess::kRead, [](size_t, size_t, std::span<float* const>) {
+    const absl::Status reads = engine->owned_state().Stream(
+        0, OwnedStateAccess::Access::kRead, [](size_t, size_t, std::span<float* const>) {
           ADD_FAILURE() << "read the owned state while the worker steps it";
           return absl::OkStatus();
         });
     for (const absl::Status& s : {engine->SetParam(0, values), reads,
-                                  engine->BeginRestore({.steps = 0, .loss_scaler = {}})}) {
+                                  engine->owned_state().BeginRestore({.steps = 0, .loss_scaler = {}})}) {
       EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
       EXPECT_THAT(std::string(s.message()), HasSubstr("call Step"));
     }
@@ -464,11 +464,11 @@ TEST_F(EngineErrors, RestoreToANegativeStepOrAForeignScale) {
   config.param_dtype = DType::kF16;
   auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(comm, d, r, Specs(), config));
-    const absl::Status negative = engine->Restore({.steps = -1, .loss_scaler = std::nullopt});
+    const absl::Status negative = engine->owned_state().Restore({.steps = -1, .loss_scaler = std::nullopt});
     EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument) << negative;
-    Engine::ResumePoint bad_scale = engine->resume_point();
+    ResumePoint bad_scale = engine->owned_state().resume_point();
     bad_scale.loss_scaler->scale = -4;
-    const absl::Status scale = engine->Restore(bad_scale);
+    const absl::Status scale = engine->owned_state().Restore(bad_scale);
     EXPECT_EQ(scale.code(), absl::StatusCode::kInvalidArgument) << scale;
     EXPECT_EQ(engine->loss_scale(), 65536.0);
     return absl::OkStatus();
@@ -483,8 +483,8 @@ TEST_F(EngineErrors, ARestoreRefusedOnOneRankFailsEveryRankAtOnce) {
   const absl::Time start = absl::Now();
   auto status = RunRanks(2, [&](int r, Communicator* comm, DeviceSystem* d) -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(comm, d, r));
-    const absl::Status restored = engine->Restore({.steps = r == 0 ? -1 : 5, .loss_scaler = {}});
-    EXPECT_EQ(engine->resume_point().steps, 0) << "rank " << r;
+    const absl::Status restored = engine->owned_state().Restore({.steps = r == 0 ? -1 : 5, .loss_scaler = {}});
+    EXPECT_EQ(engine->owned_state().resume_point().steps, 0) << "rank " << r;
     return restored;
   });
   EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "a rank waited for the timeout";

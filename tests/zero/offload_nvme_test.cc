@@ -164,8 +164,8 @@ TEST(OffloadNvme, AFileChangedUnderneathIsAnErrorOnEveryRank) {
   run.steps = 2;
   run.before_training = [](int rank, Engine& engine) -> absl::Status {
     if (rank != 0) return absl::OkStatus();
-    const int fd = open(engine.nvme_file().c_str(), O_WRONLY);
-    if (fd < 0) return absl::InternalError("cannot open " + engine.nvme_file());
+    const int fd = open(engine.owned_state().nvme_file().c_str(), O_WRONLY);
+    if (fd < 0) return absl::InternalError("cannot open " + engine.owned_state().nvme_file());
     const char junk[16] = "not the state";
     for (off_t at = 0; at < 64 * 4096; at += 4096) (void)pwrite(fd, junk, sizeof junk, at);
     close(fd);
@@ -200,7 +200,7 @@ TEST(OffloadNvme, ADiskThatFillsDuringAStepIsAnErrorOnEveryRank) {
   run.before_training = [&](int rank, Engine& engine) -> absl::Status {
     // The limit is the process's: set once every rank has written its
     // initial state, so that it fails the step, not a rank's setup.
-    files[rank] = engine.nvme_file();
+    files[rank] = engine.owned_state().nvme_file();
     ++ready;
     if (rank != 0) {
       return await([&] { return released.load(); }) ? absl::OkStatus()
@@ -211,7 +211,7 @@ TEST(OffloadNvme, ADiskThatFillsDuringAStepIsAnErrorOnEveryRank) {
       return absl::DeadlineExceededError("a rank never got ready");
     }
     struct stat st;
-    if (stat(engine.nvme_file().c_str(), &st) == 0 && st.st_size > (256 << 10)) {
+    if (stat(engine.owned_state().nvme_file().c_str(), &st) == 0 && st.st_size > (256 << 10)) {
       rlimit small = saved;
       small.rlim_cur = 64 << 10;
       limited = setrlimit(RLIMIT_FSIZE, &small) == 0;
@@ -240,8 +240,8 @@ TEST(OffloadNvme, AFailedSetParamLeavesTheParameterAsItWas) {
   run.steps = 1;
   run.before_training = [](int rank, Engine& engine) -> absl::Status {
     if (rank != 0) return absl::CancelledError("only rank 0 sets the parameter");
-    const int fd = open(engine.nvme_file().c_str(), O_WRONLY);
-    if (fd < 0) return absl::InternalError("cannot open " + engine.nvme_file());
+    const int fd = open(engine.owned_state().nvme_file().c_str(), O_WRONLY);
+    if (fd < 0) return absl::InternalError("cannot open " + engine.owned_state().nvme_file());
     const char junk[16] = "not the state";
     for (off_t at = 0; at < 1024 * 4096; at += 4096) (void)pwrite(fd, junk, sizeof junk, at);
     close(fd);
@@ -270,8 +270,8 @@ TEST(OffloadNvme, StreamedOwnedStateRestoresLikeHostMemory) {
     run.steps = 2;
     run.before_training = [](int rank, Engine& engine) -> absl::Status {
       for (int u = 0; u < static_cast<int>(engine.layout().units().size()); ++u) {
-        RETURN_IF_ERROR(engine.StreamOwnedState(
-            u, Engine::StateAccess::kWrite, [&](size_t at, size_t n, std::span<float* const> p) {
+        RETURN_IF_ERROR(engine.owned_state().Stream(
+            u, OwnedStateAccess::Access::kWrite, [&](size_t at, size_t n, std::span<float* const> p) {
               for (size_t i = 0; i < n; ++i) {
                 p[0][i] = 0.01f * static_cast<float>((at + i + u + rank) % 97) - 0.4f;
                 for (size_t s = 1; s < p.size(); ++s) p[s][i] = s == 2 ? 1e-4f : 1e-3f;
@@ -281,18 +281,18 @@ TEST(OffloadNvme, StreamedOwnedStateRestoresLikeHostMemory) {
       }
       // A part of one piece, one plane: the other planes stay.
       const size_t shard = engine.layout().units()[0].shard;
-      RETURN_IF_ERROR(engine.StreamOwnedState(
-          0, 10, std::min<size_t>(shard - 10, 5000), Engine::StateAccess::kUpdate,
+      RETURN_IF_ERROR(engine.owned_state().Stream(
+          0, 10, std::min<size_t>(shard - 10, 5000), OwnedStateAccess::Access::kUpdate,
           [](size_t, size_t n, std::span<float* const> p) {
             for (size_t i = 0; i < n; ++i) p[1][i] *= 2;
             return absl::OkStatus();
           }));
-      if (engine.StreamOwnedState(0, shard, 1, Engine::StateAccess::kRead,
+      if (engine.owned_state().Stream(0, shard, 1, OwnedStateAccess::Access::kRead,
                                   [](size_t, size_t, auto) { return absl::OkStatus(); })
               .ok()) {
         return absl::InternalError("an element past the piece was accepted");
       }
-      return engine.Restore({.steps = 3});
+      return engine.owned_state().Restore({.steps = 3});
     };
     std::vector<RankResult> host = TrainWithEngine(*model, run, AdamW());
     std::vector<RankResult> nvme = TrainWithEngine(*model, NvmeRun(run), AdamW());

@@ -270,7 +270,7 @@ int zero_engine_set_lr(zero_engine_t engine, int group, double lr) {
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));
     // Offload's worker may be stepping this step's units with the old lr.
-    RETURN_IF_ERROR(engine->engine->OptimizerMayChange());
+    RETURN_IF_ERROR(engine->engine->OwnedStateSettled("a change of the learning rate"));
     return engine->optimizer->SetGroupLr(group, lr);
   });
 }

@@ -121,7 +121,7 @@ class AsyncSaver {
   // is written is the state at Start. Forward and backward go on meanwhile;
   // the engine's next change to owned state (Step's update, offload_overlap's
   // early updates, SetParam, a Load) waits for the copy
-  // (Engine::GuardOwnedState; EngineStats::owned_state_wait_seconds), and so
+  // (OwnedStateAccess::Guard; EngineStats::owned_state_wait_seconds), and so
   // does the copy of whatever exceeds snapshot_bytes for the write of the
   // rest. Change parameters only through the engine meanwhile (not through
   // param() at stage 0-2). With the state on NVMe, Start itself copies
@@ -155,7 +155,7 @@ class AsyncSaver {
   bool synchronous_ = false;
   // The save in flight: where, and the engine's resume point at Start.
   std::string root_, name_;
-  Engine::ResumePoint point_;
+  ResumePoint point_;
 };
 
 // What a Load did, for benchmarks and tests.
@@ -186,7 +186,7 @@ struct LoadOptions {
 
 // Collective: every rank calls it with the same `path` (a root with
 // `latest`, or a step folder). On success the engine resumes exactly where
-// the checkpoint was taken (Engine::BeginRestore, then RestoreUnit as each
+// the checkpoint was taken (OwnedStateAccess::BeginRestore, then RestoreUnit as each
 // unit is placed, so its gathers overlap the next reads, then EndRestore;
 // a rank whose placing fails still takes part in every unit's gathers, so
 // its peers never wait for it); on error nothing has changed

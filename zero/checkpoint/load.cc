@@ -3,7 +3,7 @@
 // streams them and checks every checksum, the ranks agree that all of them
 // succeeded, and only then pass 2 places them into the engine (first those
 // still in the staging, then the rest, read and checked again), each unit
-// rebuilt by Engine::RestoreUnit as soon as it is whole.
+// rebuilt by OwnedStateAccess::RestoreUnit as soon as it is whole.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -87,7 +87,7 @@ absl::Status Verify(const absl::StatusOr<std::unique_ptr<Source>>& source) {
 // Pass 2: every chunk's overlap with this rank's pieces copied in, the
 // padding zeroed as the engine keeps it (internal/piece_placer.h); each
 // read's copies are done before its buffer is reused. Each unit is rebuilt
-// (Engine::RestoreUnit: its gathers) as soon as its piece is whole, in unit
+// (OwnedStateAccess::RestoreUnit: its gathers) as soon as its piece is whole, in unit
 // order as on every rank, so the gathers run while the next reads arrive
 // instead of after the last. A rank whose placing fails still rebuilds
 // every unit, since its peers wait for it in those gathers, and then
@@ -98,7 +98,7 @@ absl::Status PlaceAndRestore(const Participant& rank, Source& source) {
   absl::Status gathered;  // a failed gather failed the group: nothing to keep in step with
   auto restore_placed = [&](int through) {
     for (; gathered.ok() && restored < through; ++restored) {
-      gathered = rank.engine.RestoreUnit(restored);
+      gathered = rank.engine.owned_state().RestoreUnit(restored);
     }
     return gathered;
   };
@@ -115,19 +115,19 @@ absl::Status PlaceAndRestore(const Participant& rank, Source& source) {
     (void)rank.engine.stream()->Synchronize();
     return s;
   }
-  RETURN_IF_ERROR(rank.engine.EndRestore());  // waits for the stream
+  RETURN_IF_ERROR(rank.engine.owned_state().EndRestore());  // waits for the stream
   return placed;
 }
 
 // The loss-scaler state means something only between fp16 runs; an fp16
 // engine resumed from another dtype keeps its own schedule.
-Engine::ResumePoint PointFor(const Manifest& m, const Engine& engine) {
-  Engine::ResumePoint point;
+ResumePoint PointFor(const Manifest& m, const Engine& engine) {
+  ResumePoint point;
   point.steps = m.steps;
   if (engine.config().param_dtype != DType::kF16) return point;
   point.loss_scaler = m.param_dtype == DType::kF16 && m.loss_scaler
                           ? m.loss_scaler
-                          : engine.resume_point().loss_scaler;
+                          : engine.owned_state().resume_point().loss_scaler;
   return point;
 }
 
@@ -149,10 +149,10 @@ absl::Status Load(const Participant& p, const std::string& path, const LoadOptio
   } else if (absl::Status s = agree.AllOk(Verify(source)); !s.ok()) {
     return context(s);
   }
-  const Engine::ResumePoint point = PointFor((*source)->manifest, p.engine);
-  if (absl::Status s = agree.AllOk(p.engine.CheckResumePoint(point)); !s.ok()) return context(s);
+  const ResumePoint point = PointFor((*source)->manifest, p.engine);
+  if (absl::Status s = agree.AllOk(p.engine.owned_state().CheckResumePoint(point)); !s.ok()) return context(s);
   // Checked on every rank: this fails only with the group (communication).
-  if (absl::Status s = p.engine.BeginRestore(point); !s.ok()) return context(s);
+  if (absl::Status s = p.engine.owned_state().BeginRestore(point); !s.ok()) return context(s);
   if (absl::Status s = agree.AllOk(PlaceAndRestore(p, **source)); !s.ok()) {
     return context(s, options.verify_before_placing
                           ? " (after every rank had verified the whole checkpoint: the files "

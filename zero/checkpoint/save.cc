@@ -50,7 +50,7 @@ std::string Record(const absl::StatusOr<WrittenFile>& written, size_t max_chunks
   return record;
 }
 
-Manifest BuildManifest(const Participant& p, const Engine::ResumePoint& point,
+Manifest BuildManifest(const Participant& p, const ResumePoint& point,
                        const std::vector<DataFilePlan>& plans, std::string_view records,
                        size_t chunk_elements) {
   const Engine& engine = p.engine;
@@ -122,8 +122,8 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   Agreement agree = AgreementFor(rank_);
   // Between backward and Step (offload_overlap) the snapshot would be torn
   // yet pass every CRC: refused on every rank.
-  RETURN_IF_ERROR(agree.AllOk(rank_.engine.OwnedStateSettled("a checkpoint")));
-  point_ = rank_.engine.resume_point();
+  RETURN_IF_ERROR(agree.AllOk(rank_.engine.owned_state().Settled("a checkpoint")));
+  point_ = rank_.engine.owned_state().resume_point();
   ASSIGN_OR_RETURN(name_, AgreeOnFolder(agree, root, point_.steps));
   root_ = root;
   const DataFileHeader header{.version = kFormatVersion,
@@ -133,14 +133,14 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   // Save waits for the file anyway; state on NVMe only the training thread
   // may stream. Otherwise training goes on while a thread copies.
   const SnapshotMode mode = synchronous_                       ? SnapshotMode::kOverlap
-                            : !rank_.engine.nvme_file().empty() ? SnapshotMode::kBlocking
+                            : !rank_.engine.owned_state().nvme_file().empty() ? SnapshotMode::kBlocking
                                                                 : SnapshotMode::kBackground;
   std::shared_future<void> snapshot = writer_->Start(
       rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
       EncodeDataHeader(header),
       PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes),
       mode);
-  if (mode == SnapshotMode::kBackground) rank_.engine.GuardOwnedState(std::move(snapshot));
+  if (mode == SnapshotMode::kBackground) rank_.engine.owned_state().Guard(std::move(snapshot));
   pending_ = true;
   return absl::OkStatus();
 }

@@ -54,7 +54,7 @@ ModelStates LoadedStates(const Model& model, const std::string& path, int64_t* s
   auto cluster = Cluster::Create(model, SmallRun(2, 3), AdamW());
   EXPECT_TRUE(cluster.ok()) << cluster.status();
   EXPECT_TRUE(AllOk((*cluster)->Load(path)).ok());
-  if (steps != nullptr) *steps = (*cluster)->engine(0).resume_point().steps;
+  if (steps != nullptr) *steps = (*cluster)->engine(0).owned_state().resume_point().steps;
   return *(*cluster)->States();
 }
 
@@ -239,7 +239,7 @@ TEST(AsyncSaver, StateOnNvmeIsCopiedByStart) {
   EXPECT_EQ(cluster->engine(0).stats().owned_state_wait_seconds, 0.0);
 }
 
-// Engine::GuardOwnedState: the calls that change owned state wait for the
+// OwnedStateAccess::Guard: the calls that change owned state wait for the
 // reader (released 200 ms later by another thread), and count the wait.
 TEST(OwnedStateGuard, StepSetParamAndTheDestructorWaitForTheReader) {
   const std::unique_ptr<Model> model = SmallTransformer();
@@ -248,7 +248,7 @@ TEST(OwnedStateGuard, StepSetParamAndTheDestructorWaitForTheReader) {
   auto guard_all = [&](std::atomic<bool>& released, absl::Duration hold) {
     auto reader = std::make_shared<std::promise<void>>();
     const std::shared_future<void> read = reader->get_future().share();
-    for (int r = 0; r < 2; ++r) (*cluster)->engine(r).GuardOwnedState(read);
+    for (int r = 0; r < 2; ++r) (*cluster)->engine(r).owned_state().Guard(read);
     return std::thread([reader, &released, hold] {
       absl::SleepFor(hold);
       released = true;

@@ -94,8 +94,8 @@ absl::Status Cluster::CopyOwnedPieces(int rank, ModelStates& into) {
   // here, so every plane StreamOwnedState hands over is readable.
   for (const checkpoint::OwnedRun& run : checkpoint::OwnedRuns(layout, rank)) {
     const size_t in_piece = run.shard_index - layout.units()[run.unit].shard_offset;
-    RETURN_IF_ERROR(engine.StreamOwnedState(
-        run.unit, in_piece, run.end - run.begin, Engine::StateAccess::kRead,
+    RETURN_IF_ERROR(engine.owned_state().Stream(
+        run.unit, in_piece, run.end - run.begin, OwnedStateAccess::Access::kRead,
         [&](size_t offset, size_t count, std::span<float* const> planes) -> absl::Status {
           for (size_t b = 0; b < planes.size(); ++b) {
             std::copy_n(planes[b], count,

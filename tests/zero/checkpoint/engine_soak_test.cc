@@ -61,7 +61,7 @@ TEST(EngineSoak, RestartFromARandomCheckpointEqualsTheUninterruptedRun) {
   auto expected_params = (*reference)->Params();
   auto expected_states = (*reference)->States();
   ASSERT_TRUE(expected_params.ok() && expected_states.ok());
-  const Engine::ResumePoint expected_point = (*reference)->engine(0).resume_point();
+  const ResumePoint expected_point = (*reference)->engine(0).owned_state().resume_point();
   ASSERT_TRUE(expected_point.loss_scaler.has_value());
   reference->reset();
 
@@ -79,7 +79,7 @@ TEST(EngineSoak, RestartFromARandomCheckpointEqualsTheUninterruptedRun) {
                        "rank " + std::to_string(r) + " resumed at step " + std::to_string(from));
   }
   for (int r = 0; r < run.world; ++r) {  // the loss scaler resumed where it was, too
-    const Engine::ResumePoint point = (*restarted)->engine(r).resume_point();
+    const ResumePoint point = (*restarted)->engine(r).owned_state().resume_point();
     ASSERT_TRUE(point.loss_scaler.has_value());
     EXPECT_EQ(point.steps, expected_point.steps) << "rank " << r;
     EXPECT_EQ(point.loss_scaler->scale, expected_point.loss_scaler->scale) << "rank " << r;

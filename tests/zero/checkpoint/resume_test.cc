@@ -92,7 +92,7 @@ TEST_P(Resume, EqualsUninterruptedTraining) {
   ASSERT_TRUE(saver->Train(kSteps, 2 * kSteps).ok());
   ASSERT_TRUE(uninterrupted->Train(0, 2 * kSteps).ok());
   ASSERT_TRUE(AllOk(resumed->Load(dir)).ok());
-  EXPECT_EQ(resumed->engine(0).resume_point().steps, kSteps);
+  EXPECT_EQ(resumed->engine(0).owned_state().resume_point().steps, kSteps);
   EXPECT_EQ(resumed->engine(0).loss_scale(), scale_at_save);
   ASSERT_TRUE(resumed->Train(kSteps, 2 * kSteps).ok());
 
@@ -157,8 +157,8 @@ uint64_t ChunksWithParameters(const Layout& layout, int rank, size_t chunk, int 
 // Every element of the rank's pieces, padding included, in every plane.
 absl::Status FillOwnedState(Engine& engine, float value) {
   for (int u = 0; u < static_cast<int>(engine.layout().units().size()); ++u) {
-    RETURN_IF_ERROR(engine.StreamOwnedState(
-        u, Engine::StateAccess::kWrite, [&](size_t, size_t n, std::span<float* const> planes) {
+    RETURN_IF_ERROR(engine.owned_state().Stream(
+        u, OwnedStateAccess::Access::kWrite, [&](size_t, size_t n, std::span<float* const> planes) {
           for (float* plane : planes) std::fill_n(plane, n, value);
           return absl::OkStatus();
         }));
@@ -175,8 +175,8 @@ absl::Status CheckPaddingIsZero(Engine& engine, int rank) {
   }
   for (int u = 0; u < static_cast<int>(layout.units().size()); ++u) {
     const size_t piece = layout.units()[u].offset + rank * layout.units()[u].shard;
-    RETURN_IF_ERROR(engine.StreamOwnedState(
-        u, Engine::StateAccess::kRead, [&](size_t at, size_t n, std::span<float* const> planes) {
+    RETURN_IF_ERROR(engine.owned_state().Stream(
+        u, OwnedStateAccess::Access::kRead, [&](size_t at, size_t n, std::span<float* const> planes) {
           for (size_t i = 0; i < n; ++i) {
             for (size_t p = 0; p < planes.size() && !parameter[piece + at + i]; ++p) {
               if (planes[p][i] != 0.0f) {

@@ -363,8 +363,8 @@ TEST(LoadAgreement, EveryRankLoadsTheCheckpointRankZeroResolved) {
     return checkpoint::Load((*loader)->participant(rank), dir);
   }));
   ASSERT_TRUE(loaded.ok()) << loaded;
-  EXPECT_EQ((*loader)->engine(0).resume_point().steps, 1);
-  EXPECT_EQ((*loader)->engine(1).resume_point().steps, 1) << "rank 1 loaded another checkpoint";
+  EXPECT_EQ((*loader)->engine(0).owned_state().resume_point().steps, 1);
+  EXPECT_EQ((*loader)->engine(1).owned_state().resume_point().steps, 1) << "rank 1 loaded another checkpoint";
 }
 
 // A failed (stream-ordered) group returned from AllGather with the copy of

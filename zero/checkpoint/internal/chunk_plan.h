@@ -20,7 +20,7 @@
 namespace zero::checkpoint {
 
 // Parameter elements [begin, end) that `rank` owns, at `shard_index` in its
-// shard buffers (Engine::owned_state(unit) holds elements from
+// shard buffers (OwnedStateAccess::pieces(unit) holds elements from
 // units[unit].shard_offset on).
 struct OwnedRun {
   int unit;

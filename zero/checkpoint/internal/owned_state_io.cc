@@ -21,7 +21,7 @@ absl::Status CheckParticipant(const Participant& rank) {
                         layout.world_size(), rank.comm.world_size()));
   }
   if (layout.units().empty()) return absl::OkStatus();
-  const size_t states = rank.engine.owned_state(0).state.size();
+  const size_t states = rank.engine.owned_state().pieces(0).state.size();
   if (states != static_cast<size_t>(rank.optimizer.state_buffers())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "optimizer '%s' has %d state buffers, the engine holds %d: not the engine's optimizer",
@@ -40,7 +40,7 @@ int BufferCount(const Participant& rank) { return 1 + rank.optimizer.state_buffe
 namespace {
 
 std::vector<float*> UnitBuffers(Engine& engine, int unit) {
-  Engine::OwnedState owned = engine.owned_state(unit);
+  OwnedStateAccess::Pieces owned = engine.owned_state().pieces(unit);
   std::vector<float*> buffers = {owned.master};
   buffers.insert(buffers.end(), owned.state.begin(), owned.state.end());
   return buffers;
@@ -50,12 +50,12 @@ std::vector<float*> UnitBuffers(Engine& engine, int unit) {
 // through the engine's staging, chunk by chunk, at once on this thread (so
 // host memory is done with on return, which the stream contract allows).
 // The stream is drained first: the state file is written only by Step.
-bool OnNvme(const Engine& engine) { return !engine.nvme_file().empty(); }
+bool OnNvme(const Engine& engine) { return !engine.owned_state().nvme_file().empty(); }
 
 absl::Status StreamNvme(Engine& engine, int unit, size_t at, size_t count,
-                        Engine::StateAccess access, StateFile::ChunkFn fn) {
+                        OwnedStateAccess::Access access, StateFile::ChunkFn fn) {
   RETURN_IF_ERROR(engine.stream()->Synchronize());
-  return engine.StreamOwnedState(unit, at, count, access, fn);
+  return engine.owned_state().Stream(unit, at, count, access, fn);
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ absl::Status EnqueueCopyToHost(Engine& engine, int unit, int buffer, size_t at, 
     return engine.stream()->Copy(host, UnitBuffers(engine, unit)[buffer] + at,
                                  count * sizeof(float));
   }
-  return StreamNvme(engine, unit, at, count, Engine::StateAccess::kRead,
+  return StreamNvme(engine, unit, at, count, OwnedStateAccess::Access::kRead,
                     [&](size_t offset, size_t n, std::span<float* const> planes) {
                       std::copy_n(planes[buffer], n, host + (offset - at));
                       return absl::OkStatus();
@@ -95,7 +95,7 @@ absl::Status WritePiece(Engine& engine, int unit, std::span<const PieceWrite> wr
   size_t done = 0;  // writes before it end before the chunks still to come
   // kUpdate: the elements between the writes, and the planes they skip, stay.
   return StreamNvme(
-      engine, unit, lo, hi - lo, Engine::StateAccess::kUpdate,
+      engine, unit, lo, hi - lo, OwnedStateAccess::Access::kUpdate,
       [&](size_t offset, size_t n, std::span<float* const> planes) {
         while (done < sorted.size() && sorted[done].at + sorted[done].count <= offset) ++done;
         for (size_t i = done; i < sorted.size() && sorted[i].at < offset + n; ++i) {

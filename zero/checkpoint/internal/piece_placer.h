@@ -4,7 +4,7 @@
 // reaches it. With the state on NVMe the state file is then read and
 // written once per read that touches it, not once per chunk and buffer.
 // It counts what the plan still has to place per unit, so that Load can
-// rebuild each unit (Engine::RestoreUnit) as soon as its piece is whole.
+// rebuild each unit (OwnedStateAccess::RestoreUnit) as soon as its piece is whole.
 #pragma once
 
 #include <cstddef>

@@ -143,14 +143,14 @@ void SnapshotWriter::FillAll(const Participant& rank, bool checksum) {
 
 absl::Status SnapshotWriter::PrepareBackground(const Participant& rank) {
   Engine& engine = rank.engine;
-  if (!engine.nvme_file().empty()) {
+  if (!engine.owned_state().nvme_file().empty()) {
     return absl::InternalError("a background snapshot of state on NVMe (no addresses)");
   }
   if (copy_stream_ == nullptr || copy_stream_->device() != engine.stream()->device()) {
     ASSIGN_OR_RETURN(copy_stream_, rank.devices.CreateStream(engine.stream()->device()));
   }
   for (int u = 0; u < static_cast<int>(engine.layout().units().size()); ++u) {
-    const Engine::OwnedState owned = engine.owned_state(u);
+    const OwnedStateAccess::Pieces owned = engine.owned_state().pieces(u);
     std::vector<const float*>& unit = sources_.emplace_back(1, owned.master);
     unit.insert(unit.end(), owned.state.begin(), owned.state.end());
   }

@@ -6,7 +6,7 @@
 // appends it through AtomicFileWriter (O_DIRECT), then fsyncs and renames.
 // Who copies (SnapshotMode): the calling thread on the engine's stream, or
 // a snapshot thread on a stream of its own while training goes on, the
-// engine's changes to owned state waiting for it (Engine::GuardOwnedState).
+// engine's changes to owned state waiting for it (OwnedStateAccess::Guard).
 // No collective runs on either thread: the ranks agree on the training thread.
 //
 // Start and Finish from one thread (the rank's training thread).
