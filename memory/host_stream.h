@@ -54,6 +54,13 @@ class HostEvent final : public Event {
   std::atomic<uint64_t> ticket_{0};
 };
 
+// A test's hook into every host stream's Wait (memory/testing/
+// stream_faults.h sets it, so production code links no fault injection):
+// true makes that wait order nothing. Null, the default, costs one atomic
+// load per Wait. Process-wide; thread-safe.
+using HostWaitFilter = bool (*)(const Stream* stream);
+void SetHostWaitFilter(HostWaitFilter filter);
+
 class HostStream final : public Stream {
  public:
   // `index`: the stream's place on its device, which picks its delays.
@@ -70,7 +77,7 @@ class HostStream final : public Stream {
   // Enqueues nothing: the event is a ticket into this stream's progress
   // (on an idle stream, one shared complete event).
   absl::StatusOr<std::shared_ptr<Event>> Record() override;
-  // A no-op when DroppedStreamWait (memory/testing/stream_faults.h) says so.
+  // A no-op when the HostWaitFilter says so.
   absl::Status Wait(const std::shared_ptr<Event>& event) override;
   absl::Status Synchronize() override;
 

@@ -20,6 +20,19 @@ Fault& TheFault() {
   return *fault;
 }
 
+// The HostWaitFilter while a DroppedStreamWait is alive: true when this call
+// is the one to drop.
+bool DropThisWait(const Stream* stream) {
+  Fault& f = TheFault();
+  if (!f.armed.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(f.mu);
+  if (!f.armed.load(std::memory_order_relaxed)) return false;
+  if (f.only != nullptr && f.only != stream) return false;
+  if (++f.seen != f.target) return false;
+  f.dropped = true;
+  return true;
+}
+
 }  // namespace
 
 DroppedStreamWait::DroppedStreamWait(int n, const Stream* only) {
@@ -30,9 +43,11 @@ DroppedStreamWait::DroppedStreamWait(int n, const Stream* only) {
   f.seen = 0;
   f.dropped = false;
   f.armed.store(n > 0, std::memory_order_release);
+  SetHostWaitFilter(&DropThisWait);
 }
 
 DroppedStreamWait::~DroppedStreamWait() {
+  SetHostWaitFilter(nullptr);
   Fault& f = TheFault();
   std::lock_guard<std::mutex> lock(f.mu);
   f.armed.store(false, std::memory_order_release);
@@ -50,18 +65,4 @@ bool DroppedStreamWait::dropped() const {
   return f.dropped;
 }
 
-namespace stream_faults_internal {
-
-bool DropThisWait(const Stream* stream) {
-  Fault& f = TheFault();
-  if (!f.armed.load(std::memory_order_acquire)) return false;
-  std::lock_guard<std::mutex> lock(f.mu);
-  if (!f.armed.load(std::memory_order_relaxed)) return false;
-  if (f.only != nullptr && f.only != stream) return false;
-  if (++f.seen != f.target) return false;
-  f.dropped = true;
-  return true;
-}
-
-}  // namespace stream_faults_internal
 }  // namespace zero

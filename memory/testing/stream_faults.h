@@ -11,6 +11,7 @@
 // Wait) when none is alive.
 #pragma once
 
+#include "memory/host_stream.h"
 #include "memory/stream.h"
 
 namespace zero {
@@ -26,10 +27,5 @@ class DroppedStreamWait {
   int waits_seen() const;
   bool dropped() const;
 };
-
-namespace stream_faults_internal {
-// Called by HostStream::Wait; true when this call is the one to drop.
-bool DropThisWait(const Stream* stream);
-}  // namespace stream_faults_internal
 
 }  // namespace zero
