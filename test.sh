@@ -25,10 +25,13 @@
 # are replayed by the normal build's corpus tests either way). Last, clang's
 # thread-safety analysis of the lock annotations (bench/thread_safety.sh,
 # about half a minute; ZERO_SKIP_THREAD_SAFETY skips it) counts once.
-# Last line printed: "N passed, N failed, N skipped". Exits non-zero if
+# Each part starts with a "== " heading; the summary comes last, one line
+# per part, then "N passed, N failed, N skipped". Exits non-zero if
 # anything failed, nothing passed, or bazel itself failed.
 set -uo pipefail
 cd "$(dirname "$0")"
+section() { printf '\n== %s\n' "$*"; }
+section "Setup (bazel/setup.sh: Debian packages, the CUDA toolkit)"
 bash bazel/setup.sh || exit 1
 
 flags=(--keep_going --test_output=errors)
@@ -54,6 +57,7 @@ only_tests=()
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+section "C++ tests: bazel test ${targets[*]} (build progress, then one line per test target)"
 bazel test "${flags[@]}" "${only_tests[@]}" "$@" -- "${targets[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
@@ -79,7 +83,7 @@ count_cases() {
 # Summary lines look like "//pkg:name   (cached) PASSED in 0.1s",
 # "//pkg:name   FLAKY, failed in 1 out of 2 in 3.4s" or
 # "//pkg:name   FAILED TO BUILD".
-passed=0 failed=0 skipped=0 flaky=()
+passed=0 failed=0 skipped=0 flaky=() summary=()
 while read -r target status; do
   status=${status#(cached) }
   if [[ $status == PASSED* ]]; then
@@ -95,13 +99,16 @@ while read -r target status; do
     [[ $status == FLAKY* ]] && flaky+=("$target")
   fi
 done < <(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^//[^ ]+ +(\(cached\) )?[A-Z]')
+summary+=("C++ test targets|$passed passed, $failed failed, $skipped skipped")
 
 # pytest's closing line ("3 passed, 1 failed, 2 skipped in 9.1s") into the counts.
 if ((whole_suite)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
+  section "Python tests: pytest tests/python (torchrun, gloo; .venv from python/setup_venv.sh)"
   if bash python/setup_venv.sh && bazel build "${flags[@]}" //zero/capi:zero_engine >/dev/null 2>&1; then
     ZERO_ENGINE_LIB="$PWD/bazel-bin/zero/capi/libzero_engine.so" \
       .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$log"
     line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log" | tail -1)
+    summary+=("Python tests|${line:-no result line}")
     for kind in passed failed skipped error; do
       n=$(grep -oE "[0-9]+ ${kind}s?\b" <<<"$line" | grep -oE '^[0-9]+' || true)
       case $kind in
@@ -113,6 +120,7 @@ if ((whole_suite)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
     [[ -z $line ]] && { echo "python tests: no result line"; ((++failed)); }
   else
     echo "python tests: setup (python/setup_venv.sh) or libzero_engine.so build failed"
+    summary+=("Python tests|setup or library build failed")
     ((++failed))
   fi
 fi
@@ -122,8 +130,10 @@ if ((whole_suite)) && [[ -z ${ZERO_SKIP_FUZZ:-} ]]; then
   fuzz_targets=(json_fuzzer model_file_fuzzer allocator_fuzzer)
   [[ ${ZERO_FUZZ_TARGETS:-} == all ]] && fuzz_targets=()
   [[ -n ${ZERO_FUZZ_TARGETS:-} && ${ZERO_FUZZ_TARGETS} != all ]] && read -ra fuzz_targets <<<"$ZERO_FUZZ_TARGETS"
+  section "Fuzzers: ${fuzz_targets[*]:-all} for ${ZERO_FUZZ_SECONDS:-10} s each (libFuzzer, clang, ASan and UBSan)"
   bash bench/fuzz.sh "${ZERO_FUZZ_SECONDS:-10}" "${fuzz_targets[@]}" 2>&1 | tee "$log"
   line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  summary+=("Fuzzers|${line#fuzz: }")
   if [[ -n $line ]]; then
     read -r fuzz_passed fuzz_failed < <(grep -oE '[0-9]+' <<<"$line" | tr '\n' ' ')
     ((passed += fuzz_passed, failed += fuzz_failed))
@@ -136,10 +146,15 @@ fi
 # bench/thread_safety.sh (clang's lock analysis over the sources that use
 # base/mutex.h) counts once; its closing line: "thread-safety: N passed, N failed".
 if ((whole_suite)) && [[ -z ${ZERO_SKIP_THREAD_SAFETY:-} ]]; then
+  section "Lock annotations: clang -Wthread-safety over the sources that use base/mutex.h"
   bash bench/thread_safety.sh 2>&1 | tee "$log"
-  line=$(grep -E '^thread-safety: [0-9]+ passed, 0 failed' "$log" | tail -1)
-  if [[ -n $line ]]; then ((++passed)); else echo "thread-safety: failed"; ((++failed)); fi
+  line=$(grep -E '^thread-safety: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  summary+=("Lock annotations|${line#thread-safety: } (files; counts once)")
+  if [[ $line == *", 0 failed" ]]; then ((++passed)); else echo "thread-safety: failed"; ((++failed)); fi
 fi
+
+section "Summary"
+for row in "${summary[@]}"; do printf '  %-18s %s\n' "${row%%|*}" "${row#*|}"; done
 
 ((${#flaky[@]})) && echo "flaky (failed, then passed on a retry; counted as failed): ${flaky[*]}"
 if ((rc != 0 && failed == 0)); then echo "bazel test exited with $rc"; fi

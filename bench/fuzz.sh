@@ -22,11 +22,19 @@ work=${FUZZ_WORK:-.fuzz}
 flags=(--config=fuzz)
 [[ -n ${CI:-} ]] && flags+=(--curses=no --show_progress_rate_limit=30)
 
-if ! bazel build "${flags[@]}" "${names[@]/#/\/\/tests/fuzz:}"; then
+# The sanitizer build's own output (a few minutes of progress lines) goes
+# to a log, shown only when it fails.
+mkdir -p "$work"
+build_log=$work/build.log
+echo "fuzz: building ${names[*]} with clang under --config=fuzz (log: $build_log)"
+start=$SECONDS
+if ! bazel build "${flags[@]}" "${names[@]/#/\/\/tests/fuzz:}" >"$build_log" 2>&1; then
+  tail -60 "$build_log"
   echo "fuzz: build failed"
   echo "fuzz: 0 passed, ${#names[@]} failed"
   exit 1
 fi
+echo "fuzz: built in $((SECONDS - start)) s"
 bin=$(bazel info "${flags[@]}" bazel-bin 2>/dev/null)/tests/fuzz
 
 run_one() {

@@ -158,7 +158,9 @@ TEST_F(PagerNvmeTest, BytesSurviveEveryTierBitForBit) {
   for (int i = 0; i < 8; ++i) t.push_back(Register("t" + std::to_string(i), i == 5 ? kUnit - 123 : kUnit));
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 8; ++i) {
-      if (round > 0) ASSERT_EQ(Check(t[i], round * 10 + i - 10), "") << "tensor " << i;
+      if (round > 0) {
+        ASSERT_EQ(Check(t[i], round * 10 + i - 10), "") << "tensor " << i;
+      }
       ASSERT_TRUE(Write(t[i], round * 10 + i).ok());
     }
   }

@@ -242,7 +242,9 @@ void PagerStressTest::RunAndCheck() {
 // start of the next step brings them up again, host copies as prefetches,
 // file-only ones as reads ahead; the bytes are checked as they are used.
 void PagerStressTest::PrefetchARecordedStep(const std::vector<Owned>& mine) {
-  if (in_step_) ASSERT_TRUE(pager_->EndStep().ok());
+  if (in_step_) {
+    ASSERT_TRUE(pager_->EndStep().ok());
+  }
   in_step_ = false;
   ASSERT_TRUE(pager_->BeginStep().ok());
   for (const Owned& t : mine) ASSERT_TRUE(pager_->Acquire(t.handle, nullptr, Access::kRead).ok());

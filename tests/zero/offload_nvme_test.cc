@@ -30,6 +30,22 @@ namespace {
 
 constexpr size_t kChunk = 3000;  // several chunks a unit, a partial one at the end
 
+// Writes junk at the start of each of the first `pages` 4 KiB pages of the
+// file at `path`, under the engine's feet.
+absl::Status Scribble(const std::string& path, int pages) {
+  const int fd = open(path.c_str(), O_WRONLY);
+  if (fd < 0) return absl::InternalError("cannot open " + path);
+  const char junk[16] = "not the state";
+  absl::Status status;
+  for (off_t at = 0; at < off_t{pages} * 4096 && status.ok(); at += 4096) {
+    if (pwrite(fd, junk, sizeof junk, at) != static_cast<ssize_t>(sizeof junk)) {
+      status = absl::InternalError("cannot write " + path);
+    }
+  }
+  close(fd);
+  return status;
+}
+
 std::string Folder() {
   const char* dir = std::getenv("TEST_TMPDIR");
   return dir != nullptr ? dir : "/tmp";
@@ -164,12 +180,7 @@ TEST(OffloadNvme, AFileChangedUnderneathIsAnErrorOnEveryRank) {
   run.steps = 2;
   run.before_training = [](int rank, Engine& engine) -> absl::Status {
     if (rank != 0) return absl::OkStatus();
-    const int fd = open(engine.owned_state().nvme_file().c_str(), O_WRONLY);
-    if (fd < 0) return absl::InternalError("cannot open " + engine.owned_state().nvme_file());
-    const char junk[16] = "not the state";
-    for (off_t at = 0; at < 64 * 4096; at += 4096) (void)pwrite(fd, junk, sizeof junk, at);
-    close(fd);
-    return absl::OkStatus();
+    return Scribble(engine.owned_state().nvme_file(), 64);
   };
   std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
   EXPECT_EQ(ranks[0].status.code(), absl::StatusCode::kDataLoss) << ranks[0].status;
@@ -240,11 +251,7 @@ TEST(OffloadNvme, AFailedSetParamLeavesTheParameterAsItWas) {
   run.steps = 1;
   run.before_training = [](int rank, Engine& engine) -> absl::Status {
     if (rank != 0) return absl::CancelledError("only rank 0 sets the parameter");
-    const int fd = open(engine.owned_state().nvme_file().c_str(), O_WRONLY);
-    if (fd < 0) return absl::InternalError("cannot open " + engine.owned_state().nvme_file());
-    const char junk[16] = "not the state";
-    for (off_t at = 0; at < 1024 * 4096; at += 4096) (void)pwrite(fd, junk, sizeof junk, at);
-    close(fd);
+    RETURN_IF_ERROR(Scribble(engine.owned_state().nvme_file(), 1024));
     absl::StatusOr<std::span<float>> param = engine.param(0);
     if (!param.ok()) return param.status();
     const std::vector<float> before(param->begin(), param->end());

@@ -225,7 +225,9 @@ std::vector<std::vector<float>> ReadOnConsumerStream(int drop_engine_wait) {
     EXPECT_TRUE(engine->Release(m, consumer).ok());
   }
   EXPECT_TRUE(consumer->Synchronize().ok());
-  if (drop) EXPECT_TRUE(drop->dropped());
+  if (drop) {
+    EXPECT_TRUE(drop->dropped());
+  }
   return seen;
 }
 

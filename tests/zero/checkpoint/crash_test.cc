@@ -210,7 +210,9 @@ TEST_P(CrashTest, KilledAtAnyStepLoadsOneWholeCheckpoint) {
     const int as = LoadsAs(root);
     EXPECT_NE(as, 0) << "killed at step " << point << " of " << ref_.steps
                      << ": the folder loads as neither checkpoint";
-    if (!killed) EXPECT_EQ(as, 2) << "a finished save must load as itself";
+    if (!killed) {
+      EXPECT_EQ(as, 2) << "a finished save must load as itself";
+    }
     ++loaded_as[as];
   }
   std::printf(
