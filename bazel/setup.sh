@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(bazel-bootstrap g++ libabsl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev pkg-config)
-[[ ${1:-} == fuzz ]] && packages+=(clang libclang-rt-14-dev)
+[[ ${1:-} == fuzz ]] && packages+=(clang libclang-rt-14-dev lld)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

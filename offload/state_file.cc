@@ -109,7 +109,7 @@ absl::Status StateFile::AddRange(size_t elements) {
 
 absl::Status StateFile::ZeroFill() {
   for (int r = 0; r < range_count(); ++r) {
-    RETURN_IF_ERROR(Run(r, Pass::kWrite, [this](size_t, size_t count, std::span<float* const> p) {
+    RETURN_IF_ERROR(Run(r, Pass::kWrite, [](size_t, size_t count, std::span<float* const> p) {
       for (float* plane : p) std::memset(plane, 0, count * sizeof(float));
       return absl::OkStatus();
     }));

@@ -11,8 +11,10 @@
 
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* seeds the
 // masked builtins) wherever they inline into our code: a known false positive.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 #if defined(__AVX512F__)
 #include "compute/cpu/ops_avx512.h"

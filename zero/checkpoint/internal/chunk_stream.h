@@ -49,15 +49,13 @@ class ChunkStream {
  private:
   ChunkStream(const std::string& folder, const Manifest& manifest, const LoadPlan& plan,
               DeviceSystem& devices)
-      : manifest_(&manifest),
-        plan_(&plan),
+      : plan_(&plan),
         files_(std::make_unique<DataFiles>(folder, manifest)),
         devices_(&devices) {}
   // `direct`: whether the read went around the page cache.
   absl::Status ReadAndVerify(const ChunkRead& read, std::byte* buffer, bool& direct);
   std::vector<size_t> Order() const;  // of this Run's reads: those still resident first
 
-  const Manifest* manifest_;
   const LoadPlan* plan_;
   std::unique_ptr<DataFiles> files_;  // a pointer: the stream moves
   DeviceSystem* devices_;                           // where the staging is pinned for
