@@ -12,7 +12,7 @@
 #include "tests/zero/capi/capi_training.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
-#include "zero/capi/callback_communicator.h"
+#include "zero/capi/collectives.h"
 #include "zero/capi/zero_engine.h"
 
 namespace zero::testing_model {
@@ -234,7 +234,7 @@ TEST(CapiCallbacks, FailureIsAStatus) {
 // The failure stays the communicator's error (Communicator::AsyncError), as
 // on every backend.
 TEST(CapiCallbacks, FailureIsTheAsyncError) {
-  auto comm = CallbackCommunicator::Create(0, 1, FailingAllGather());
+  auto comm = capi::MakeCallbackCommunicator(0, 1, FailingAllGather());
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_TRUE((*comm)->AsyncError().ok());
   float buf[4] = {};

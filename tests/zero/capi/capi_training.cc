@@ -3,9 +3,9 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "zero/capi/callback_communicator.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/comm/local_communicator.h"
+#include "zero/comm/nccl_codes.h"
 #include "zero/precision.h"
 
 namespace zero::testing_model {
@@ -113,7 +113,7 @@ absl::Status Train(const Model& model, const CapiRun& capi, zero_engine_t engine
     for (float& g : scaled) g *= static_cast<float>(scale);
     narrow.resize(scaled.size() * SizeOf(dtype));
     Narrow(scaled.data(), narrow.data(), dtype, scaled.size());
-    return check(zero_engine_add_grad(engine, id, narrow.data(), scaled.size(), NcclDType(dtype)));
+    return check(zero_engine_add_grad(engine, id, narrow.data(), scaled.size(), NcclCode(dtype)));
   };
   for (int step = 0; step < run.steps; ++step) {
     for (int micro = 0; micro < run.config.gradient_accumulation_steps; ++micro) {
