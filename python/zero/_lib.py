@@ -24,9 +24,17 @@ class ZeroError(RuntimeError):
     """An error from the engine or from zero.wrap's checks of its input."""
 
 
-class ParamSpec(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("numel", ctypes.c_size_t),
-                ("module", ctypes.c_int), ("group", ctypes.c_int)]
+class _Sized(ctypes.Structure):
+    """A struct the caller fills: its first field, size, is set to its
+    sizeof here, as zero_engine.h asks (the library checks it)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(type(self)), *args, **kwargs)
+
+
+class ParamSpec(_Sized):
+    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p),
+                ("numel", ctypes.c_size_t), ("module", ctypes.c_int), ("group", ctypes.c_int)]
 
 
 _p, _i, _sz, _d = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_double
@@ -37,8 +45,8 @@ BARRIER = ctypes.CFUNCTYPE(_i, _p, _p)
 ABORT = ctypes.CFUNCTYPE(None, ctypes.c_char_p, _p)
 
 
-class Collectives(ctypes.Structure):
-    _fields_ = [("all_gather", ALL_GATHER), ("reduce_scatter", REDUCE),
+class Collectives(_Sized):
+    _fields_ = [("size", _sz), ("all_gather", ALL_GATHER), ("reduce_scatter", REDUCE),
                 ("all_reduce", REDUCE), ("broadcast", BROADCAST),
                 ("barrier", BARRIER), ("abort", ABORT), ("user", _p)]
 

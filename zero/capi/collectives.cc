@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "zero/capi/guard.h"
 #include "zero/comm/callback_communicator.h"
 #include "zero/comm/nccl_codes.h"
 
@@ -65,6 +67,7 @@ CallbackCollectives FromC(const zero_collectives& c) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeCallbackCommunicator(
     int rank, int world_size, const zero_collectives& fns) {
+  RETURN_IF_ERROR(CheckStructSize("zero_collectives", fns.size, sizeof(zero_collectives)));
   return CallbackCommunicator::Create(rank, world_size, FromC(fns));
 }
 

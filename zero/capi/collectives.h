@@ -15,7 +15,8 @@
 
 namespace zero::capi {
 
-// Rank `rank` of `world_size` over a copy of `fns`. InvalidArgument as
+// Rank `rank` of `world_size` over a copy of `fns`. InvalidArgument when
+// fns.size is not this library's sizeof(zero_collectives), or as
 // CallbackCommunicator::Create (a bad rank, a missing collective).
 absl::StatusOr<std::unique_ptr<Communicator>> MakeCallbackCommunicator(
     int rank, int world_size, const zero_collectives& fns);

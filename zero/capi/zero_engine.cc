@@ -43,6 +43,11 @@ absl::StatusOr<std::vector<ParamSpec>> Specs(const zero_param_spec* params, int 
   }
   std::vector<ParamSpec> specs;
   for (int i = 0; i < n; ++i) {
+    // Checked before anything else of the element is read (params[i + 1]
+    // is where it is only when the caller's struct is this library's).
+    RETURN_IF_ERROR(Annotate(
+        capi::CheckStructSize("zero_param_spec", params[i].size, sizeof(zero_param_spec)),
+        absl::StrFormat("params[%d]", i)));
     if (params[i].name == nullptr) {
       return absl::InvalidArgumentError(absl::StrFormat("parameter %d has no name", i));
     }
@@ -127,6 +132,16 @@ using zero::capi::Guard;
 using zero::capi::Required;
 
 extern "C" {
+
+int zero_engine_abi_version(int* major, int* minor) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(major, "major"));
+    RETURN_IF_ERROR(Required(minor, "minor"));
+    *major = ZERO_ABI_VERSION_MAJOR;
+    *minor = ZERO_ABI_VERSION_MINOR;
+    return absl::OkStatus();
+  });
+}
 
 const char* zero_engine_last_error(void) { return zero::capi::LastError().c_str(); }
 
