@@ -22,7 +22,7 @@ import ctypes
 
 from . import _lib
 from ._lib import ZeroError
-from ._wrap import state_of
+from ._wrapped import state_of
 
 _MODEL_STATE_TAGS = ("parameters", "gradients", "optimizer_state")
 _OFFLOAD = {"none": _lib.OFFLOAD_NONE, "optimizer": _lib.OFFLOAD_OPTIMIZER,
