@@ -98,6 +98,17 @@ std::vector<std::pair<size_t, size_t>> Layout::PaddingOf(int unit) const {
   return padding;
 }
 
+std::vector<ParamExtent> Layout::ParamExtents() const {
+  std::vector<ParamExtent> extents;
+  for (const Unit& u : units_) {
+    for (int p = u.first_param; p < u.end_param; ++p) {
+      const size_t end = p + 1 < u.end_param ? params_[p + 1].offset : u.offset + u.padded;
+      extents.push_back({params_[p].offset, end, p});
+    }
+  }
+  return extents;
+}
+
 std::vector<Piece> Layout::PiecesOf(int param) const {
   const ParamSlot& p = params_[param];
   const Unit& u = units_[p.unit];

@@ -50,6 +50,12 @@ struct Unit {
   int module;           // stage 3: the module of all its params; else that of the first
 };
 
+// Flat elements [begin, end) that go with parameter `param`.
+struct ParamExtent {
+  size_t begin, end;
+  int param;
+};
+
 // A run of a parameter held by one rank.
 struct Piece {
   int rank;
@@ -83,6 +89,11 @@ class Layout {
   // then the tail. Backward writes only parameters, so gradient buffers
   // zero these.
   std::vector<std::pair<size_t, size_t>> PaddingOf(int unit) const;
+  // Each parameter's elements and the gap or padding after it, up to the
+  // next parameter or its unit's end, in parameter order: together they
+  // tile the flat buffer, so a per-parameter setting (an optimizer group)
+  // covers every element a step sees.
+  std::vector<ParamExtent> ParamExtents() const;
   // The ranks' runs of parameter `param`, in parameter order.
   std::vector<Piece> PiecesOf(int param) const;
   // Same for every rank with the same parameters and world size.

@@ -23,8 +23,8 @@ import torch
 
 from . import _lib
 from ._lib import ZeroError
-from ._wrap import gathered
-from ._wrap import state_of as _state
+from ._wrapped import gathered
+from ._wrapped import state_of as _state
 
 
 def save_checkpoint(model, root, blocking=True):

@@ -1,9 +1,14 @@
-"""libzero_engine.so through ctypes: finding it, the C signatures of
-zero/capi/zero_engine.h, and turning a non-zero status into ZeroError.
+"""libzero_engine.so through ctypes: finding it, checking its ABI version,
+the C signatures of zero/capi/zero_engine.h, and turning a non-zero status
+into ZeroError.
 
 The library is looked for, in order: $ZERO_ENGINE_LIB; next to this file
 (a wheel that ships it); the repository's bazel-bin (a source checkout after
-`bazel build -c opt //zero/capi:zero_engine`). Loaded once per process."""
+`bazel build -c opt //zero/capi:zero_engine`). Loaded once per process.
+
+The tables below restate the header for ctypes; tests/python/test_abi.py
+parses zero_engine.h and fails on any difference (a function, an argument,
+a return type, a struct field, a constant)."""
 
 import ctypes
 import json
@@ -13,8 +18,13 @@ from pathlib import Path
 
 import torch
 
+# zero_engine.h's ZERO_ABI_VERSION_MAJOR, _MINOR that these tables follow: a
+# library of another major, or an older minor, is refused when loaded.
+ABI_VERSION = (1, 0)
+
 F16, F32, BF16 = 6, 7, 9  # NCCL's dtype codes, as the C ABI uses them
 SUM, MAX, AVG = 0, 2, 4
+OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_PARAMETERS = 0, 1, 2
 
 TORCH_DTYPE = {F16: torch.float16, F32: torch.float32, BF16: torch.bfloat16}
 CODE_OF = {v: k for k, v in TORCH_DTYPE.items()}
@@ -24,52 +34,71 @@ class ZeroError(RuntimeError):
     """An error from the engine or from zero.wrap's checks of its input."""
 
 
-class ParamSpec(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("numel", ctypes.c_size_t),
-                ("module", ctypes.c_int), ("group", ctypes.c_int)]
+class _Sized(ctypes.Structure):
+    """A struct the caller fills: its first field, size, is set to its
+    sizeof here, as zero_engine.h asks (the library checks it)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(type(self)), *args, **kwargs)
+
+
+class ParamSpec(_Sized):
+    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p),
+                ("numel", ctypes.c_size_t), ("module", ctypes.c_int), ("group", ctypes.c_int)]
 
 
 _p, _i, _sz, _d = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_double
+_s = ctypes.c_char_p
 ALL_GATHER = ctypes.CFUNCTYPE(_i, _p, _p, _sz, _i, _p, _p)
 REDUCE = ctypes.CFUNCTYPE(_i, _p, _p, _sz, _i, _i, _p, _p)  # reduce_scatter, all_reduce
 BROADCAST = ctypes.CFUNCTYPE(_i, _p, _p, _sz, _i, _i, _p, _p)
 BARRIER = ctypes.CFUNCTYPE(_i, _p, _p)
-ABORT = ctypes.CFUNCTYPE(None, ctypes.c_char_p, _p)
+ABORT = ctypes.CFUNCTYPE(None, _s, _p)
 
 
-class Collectives(ctypes.Structure):
-    _fields_ = [("all_gather", ALL_GATHER), ("reduce_scatter", REDUCE),
+class Collectives(_Sized):
+    _fields_ = [("size", _sz), ("all_gather", ALL_GATHER), ("reduce_scatter", REDUCE),
                 ("all_reduce", REDUCE), ("broadcast", BROADCAST),
                 ("barrier", BARRIER), ("abort", ABORT), ("user", _p)]
 
 
-_SIGNATURES = {
-    "zero_devices_create": [ctypes.POINTER(_p), ctypes.c_char_p],
-    "zero_devices_destroy": [_p],
-    "zero_comm_create_local": [ctypes.POINTER(_p), _i, _d, _p],
-    "zero_comm_create": [ctypes.POINTER(_p), _i, _i, ctypes.POINTER(Collectives)],
-    "zero_comm_destroy": [_p],
-    "zero_engine_create": [ctypes.POINTER(_p), ctypes.c_char_p, ctypes.POINTER(ParamSpec),
-                           _i, _p, _p, _i],
-    "zero_engine_destroy": [_p],
-    "zero_engine_param": [_p, _i, ctypes.POINTER(_p), ctypes.POINTER(_sz),
-                          ctypes.POINTER(_i)],
-    "zero_engine_set_param": [_p, _i, _p, _sz],
-    "zero_engine_fetch": [_p, _i],
-    "zero_engine_release": [_p, _i],
-    "zero_engine_add_grad": [_p, _i, _p, _sz, _i],
-    "zero_engine_step": [_p],
-    "zero_engine_zero_grad": [_p],
-    "zero_engine_set_lr": [_p, _i, _d],
-    "zero_engine_loss_scale": [_p, ctypes.POINTER(_d)],
-    "zero_engine_stream": [_p, ctypes.POINTER(_p)],
-    "zero_engine_synchronize": [_p],
-    "zero_engine_stats_json": [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
-    "zero_engine_save": [_p, ctypes.c_char_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
-    "zero_engine_save_start": [_p, ctypes.c_char_p],
-    "zero_engine_save_wait": [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)],
-    "zero_engine_load": [_p, ctypes.c_char_p],
-    "zero_checkpoint_consolidate": [ctypes.c_char_p, ctypes.c_char_p],
+def _out(t):
+    return ctypes.POINTER(t)
+
+
+# name: (return type, argument types), in the header's order.
+SIGNATURES = {
+    "zero_engine_abi_version": (_i, [_out(_i), _out(_i)]),
+    "zero_engine_last_error": (_s, []),
+    "zero_engine_build_info": (_s, []),
+    "zero_devices_create": (_i, [_out(_p), _s]),
+    "zero_devices_count": (_i, [_p, _out(_i)]),
+    "zero_devices_destroy": (_i, [_p]),
+    "zero_comm_create_local": (_i, [_out(_p), _i, _d, _p]),
+    "zero_comm_create": (_i, [_out(_p), _i, _i, _out(Collectives)]),
+    "zero_comm_set_error": (None, [_s]),
+    "zero_comm_destroy": (_i, [_p]),
+    "zero_engine_create": (_i, [_out(_p), _s, _out(ParamSpec), _i, _p, _p, _i]),
+    "zero_engine_destroy": (_i, [_p]),
+    "zero_engine_param": (_i, [_p, _i, _out(_p), _out(_sz), _out(_i)]),
+    "zero_engine_set_param": (_i, [_p, _i, _p, _sz]),
+    "zero_engine_fetch": (_i, [_p, _i]),
+    "zero_engine_release": (_i, [_p, _i]),
+    "zero_engine_add_grad": (_i, [_p, _i, _p, _sz, _i]),
+    "zero_engine_step": (_i, [_p]),
+    "zero_engine_zero_grad": (_i, [_p]),
+    "zero_engine_stream": (_i, [_p, _out(_p)]),
+    "zero_engine_synchronize": (_i, [_p]),
+    "zero_engine_set_lr": (_i, [_p, _i, _d]),
+    "zero_engine_loss_scale": (_i, [_p, _out(_d)]),
+    "zero_engine_stats_json": (_i, [_p, _s, _sz, _out(_sz)]),
+    "zero_engine_save": (_i, [_p, _s, _s, _sz, _out(_sz)]),
+    "zero_engine_save_start": (_i, [_p, _s]),
+    "zero_engine_save_wait": (_i, [_p, _s, _sz, _out(_sz)]),
+    "zero_engine_load": (_i, [_p, _s]),
+    "zero_checkpoint_consolidate": (_i, [_s, _s]),
+    "zero_model_state_bytes": (_i, [_d, _i, _i, _d, _d, _d, _i, _i, _i, _out(_d), _out(_d),
+                                    _out(_d)]),
 }
 
 _lib = None
@@ -83,8 +112,37 @@ def _candidates():
             here.parent.parent / "bazel-bin" / "zero" / "capi" / "libzero_engine.so"]
 
 
+def _abi_version(loaded):
+    """(major, minor) of a loaded library; None when it has no version
+    query (it predates zero_engine_abi_version)."""
+    query = getattr(loaded, "zero_engine_abi_version", None)
+    if query is None:
+        return None
+    restype, argtypes = SIGNATURES["zero_engine_abi_version"]
+    query.restype, query.argtypes = restype, argtypes
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    if query(ctypes.byref(major), ctypes.byref(minor)) != 0:
+        return None
+    return major.value, minor.value
+
+
+def check_abi_version(version, path):
+    """ZeroError unless `version` (the library's, or None) has our major
+    and at least our minor: another major changed what these tables say;
+    an older minor lacks what this package calls."""
+    if version is not None and version[0] == ABI_VERSION[0] and version[1] >= ABI_VERSION[1]:
+        return
+    found = "C ABI %d.%d" % version if version is not None else "no ABI version (an older build)"
+    raise ZeroError(
+        "%s has %s, but this zero package needs C ABI %d.%d (the same major, at least its "
+        "minor): rebuild the library from the same checkout as the package (`bazel build -c opt "
+        "//zero/capi:zero_engine`) or point ZERO_ENGINE_LIB at a matching one"
+        % (path, found, ABI_VERSION[0], ABI_VERSION[1]))
+
+
 def lib():
-    """The loaded library (ZeroError naming where it looked if absent)."""
+    """The loaded library (ZeroError naming where it looked if absent, or
+    naming both versions if its ABI is not this package's)."""
     global _lib
     if _lib is None:
         paths = _candidates()
@@ -94,15 +152,10 @@ def lib():
                 "libzero_engine.so not found (looked at %s): run `bazel build -c opt "
                 "//zero/capi:zero_engine` or set ZERO_ENGINE_LIB" % ", ".join(map(str, paths)))
         loaded = ctypes.CDLL(str(found))
-        for name, args in _SIGNATURES.items():
+        check_abi_version(_abi_version(loaded), found)
+        for name, (restype, argtypes) in SIGNATURES.items():
             fn = getattr(loaded, name)
-            fn.argtypes, fn.restype = args, _i
-        loaded.zero_engine_last_error.restype = ctypes.c_char_p
-        loaded.zero_engine_last_error.argtypes = []
-        loaded.zero_comm_set_error.restype = None
-        loaded.zero_comm_set_error.argtypes = [ctypes.c_char_p]
-        loaded.zero_engine_build_info.restype = ctypes.c_char_p
-        loaded.zero_engine_build_info.argtypes = []
+            fn.restype, fn.argtypes = restype, argtypes
         loaded.path = found
         _lib = loaded
     return _lib

@@ -1,6 +1,8 @@
 """zero.memory_summary: this rank's engine statistics, and its model-state
 bytes on the device beside the ZeRO paper's formula for the same setup.
 
+The formula is the library's (zero_model_state_bytes, over
+zero/model_state_formula.h: the one the footprint experiment prints too).
 With Ψ parameters (padded as the layout pads them), N processes, P bytes
 per parameter and G per gradient in the model dtype, and K bytes of
 optimizer state per parameter (Adam 8, SGD with momentum 4, plus 4 for fp32
@@ -12,12 +14,19 @@ G Ψ / N: the micro-batches' reduced shards accumulate in a buffer of their
 own while the whole gradient buffer takes the next micro-batch (DeepSpeed's
 stage 1 holds the same fp32 partition at the boundary). Optimizer offload
 moves the K (and, from stage 2, the G) share to pinned host memory;
-parameter offload the P share too. Stage 3's gathered parameters and the reduction buckets are transient
-and reported apart ("gathered", "communication")."""
+parameter offload the P share too. Stage 3's gathered parameters and the
+reduction buckets are transient and reported apart ("gathered",
+"communication")."""
 
-from ._wrap import state_of
+import ctypes
+
+from . import _lib
+from ._lib import ZeroError
+from ._wrapped import state_of
 
 _MODEL_STATE_TAGS = ("parameters", "gradients", "optimizer_state")
+_OFFLOAD = {"none": _lib.OFFLOAD_NONE, "optimizer": _lib.OFFLOAD_OPTIMIZER,
+            "parameters": _lib.OFFLOAD_PARAMETERS}
 
 
 def _optimizer_bytes(state):
@@ -31,18 +40,17 @@ def _optimizer_bytes(state):
 
 
 def model_state_formula(stage, psi, world, p, g, k, offload="none", accumulation=1):
-    """Device bytes per rank of parameters + gradients + optimizer state."""
-    shard = psi / world
-    accumulating = g * shard if stage == 1 and accumulation > 1 and offload == "none" else 0
-    if offload in ("optimizer", "parameters"):
-        k = 0
-        if stage >= 2:
-            g = 0
-    if offload == "parameters":
-        p = 0
-    per_stage = {0: (p + g + k) * psi, 1: (p + g) * psi + k * shard + accumulating,
-                 2: p * psi + (g + k) * shard, 3: (p + g + k) * shard}
-    return per_stage[stage]
+    """Device bytes per rank of parameters + gradients + optimizer state
+    (ZeroError for arguments the formula does not take)."""
+    code = _OFFLOAD.get(offload)
+    if code is None:
+        raise ZeroError("offload '%s' is not one of %s" % (offload, ", ".join(_OFFLOAD)))
+    device = ctypes.c_double()
+    _lib.check(_lib.lib().zero_model_state_bytes(float(psi), int(world), int(stage), float(p),
+                                                 float(g), float(k), code, 0, int(accumulation),
+                                                 ctypes.byref(device), None, None),
+               "the model state formula")
+    return device.value
 
 
 def summary(model):

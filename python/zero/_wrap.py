@@ -12,11 +12,13 @@ import torch
 import torch.distributed as dist
 
 from . import _config, _lib
+from ._checkpoint import load_state_dict, named_state_keys
 from ._engine import Engine
 from ._lib import ZeroError
 from ._order import device_of
 from ._stage3 import Stage3
 from ._weak import weak_method
+from ._wrapped import gathered, state_of
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -369,7 +371,6 @@ def _load_state_dict(model, state_dict, strict=True, assign=False):
     """model.load_state_dict on a wrapped model: the parameters live in the
     engine (bf16 or offloaded: its fp32 masters), where torch's copy_ would
     not reach, so it is zero.load_state_dict."""
-    from ._checkpoint import load_state_dict, named_state_keys
     if assign:
         raise ZeroError("load_state_dict(assign=True) on a wrapped model would replace the "
                         "parameters the engine holds: load without assign")
@@ -377,27 +378,6 @@ def _load_state_dict(model, state_dict, strict=True, assign=False):
     load_state_dict(model, state_dict, strict)
     return torch.nn.modules.module._IncompatibleKeys(
         sorted(keys - set(state_dict)), sorted(set(state_dict) - keys))
-
-
-def state_of(model):
-    """What zero.wrap set up for `model` (ZeroError if it did not wrap it)."""
-    state = getattr(model, "_zero_state", None)
-    if state is None:
-        raise ZeroError("the model is not wrapped by zero.wrap")
-    return state
-
-
-def gathered(state):
-    """Each engine module's entries while its parameters are whole: fetched
-    around the yield at stage 3 (collective: every rank must iterate)."""
-    for m, entries in enumerate(state.members):
-        if state.stage3 is not None:
-            state.stage3.fetch(m)
-        try:
-            yield entries
-        finally:
-            if state.stage3 is not None:
-                state.stage3.release(m)
 
 
 def full_parameters(model):

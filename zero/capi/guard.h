@@ -1,6 +1,7 @@
 // What every C function of libzero_engine.so does at the boundary: the
 // handles' definitions (opaque in zero_engine.h), a status turned into an int
-// code plus this thread's error text, and no exception let through.
+// code (zero_status) plus this thread's error text, no exception let
+// through, and the size check of the structs the caller fills.
 #pragma once
 
 #include <memory>
@@ -9,8 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "memory/device_system.h"
-#include "optimizers/optimizer.h"
-#include "zero/capi/param_groups.h"
+#include "optimizers/grouped_optimizer.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/comm/communicator.h"
@@ -42,6 +42,12 @@ std::string& LastError();
 int Return(const absl::Status& status);
 
 absl::Status Required(const void* p, absl::string_view what);
+
+// InvalidArgument unless `given`, the `size` member of a struct the caller
+// filled (of type `what`), is this library's sizeof, `expected`: else the
+// caller was built against another zero_engine.h, and reading on would
+// misread its memory.
+absl::Status CheckStructSize(absl::string_view what, size_t given, size_t expected);
 
 // Runs `body` (returning absl::Status) with nothing escaping but the code.
 template <class Body>

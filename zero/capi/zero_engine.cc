@@ -14,32 +14,61 @@
 #include "base/json.h"
 #include "base/status_macros.h"
 #include "memory/device_system.h"
-#include "zero/capi/callback_communicator.h"
+#include "optimizers/grouped_optimizer.h"
+#include "zero/capi/collectives.h"
 #include "zero/capi/guard.h"
-#include "zero/capi/engine_json.h"
-#include "zero/capi/param_groups.h"
 #include "zero/comm/local_communicator.h"
+#include "zero/comm/nccl_codes.h"
+#include "zero/config_json.h"
 #include "zero/engine.h"
+#include "zero/layout.h"
 
 namespace zero {
 namespace {
 
 using capi::Required;
 
+// The header's codes are the one NCCL code table's.
+static_assert(NcclCode(DType::kF16) == ZERO_F16 && NcclCode(DType::kF32) == ZERO_F32 &&
+              NcclCode(DType::kBF16) == ZERO_BF16);
+static_assert(NcclCode(ReduceOp::kSum) == ZERO_SUM && NcclCode(ReduceOp::kMax) == ZERO_MAX &&
+              NcclCode(ReduceOp::kAvg) == ZERO_AVG);
+
+// The engine's parameters, and in `groups` each one's optimizer group
+// (checked against the `group_count` configured).
 absl::StatusOr<std::vector<ParamSpec>> Specs(const zero_param_spec* params, int n,
-                                             std::vector<int>& groups) {
+                                             int group_count, std::vector<int>& groups) {
   if (n < 0 || (n > 0 && params == nullptr)) {
     return absl::InvalidArgumentError(absl::StrFormat("%d parameters at %p", n, params));
   }
   std::vector<ParamSpec> specs;
   for (int i = 0; i < n; ++i) {
+    // Checked before anything else of the element is read (params[i + 1]
+    // is where it is only when the caller's struct is this library's).
+    RETURN_IF_ERROR(Annotate(
+        capi::CheckStructSize("zero_param_spec", params[i].size, sizeof(zero_param_spec)),
+        absl::StrFormat("params[%d]", i)));
     if (params[i].name == nullptr) {
       return absl::InvalidArgumentError(absl::StrFormat("parameter %d has no name", i));
+    }
+    if (params[i].group < 0 || params[i].group >= group_count) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("parameter '%s' is in group %d; %d groups are configured",
+                          params[i].name, params[i].group, group_count));
     }
     specs.push_back({params[i].name, params[i].numel, params[i].module});
     groups.push_back(params[i].group);
   }
   return specs;
+}
+
+// Each parameter's flat elements (and the padding after it) go to its group.
+std::vector<GroupRange> GroupRanges(const Layout& layout, const std::vector<int>& groups) {
+  std::vector<GroupRange> ranges;
+  for (const ParamExtent& e : layout.ParamExtents()) {
+    ranges.push_back({e.begin, e.end, groups[e.param]});
+  }
+  return ranges;
 }
 
 absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
@@ -53,7 +82,7 @@ absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
   std::vector<int> groups;
   absl::StatusOr<EngineSetup> setup = ParseEngineSetup(config_json);
   absl::StatusOr<std::vector<ParamSpec>> specs =
-      setup.ok() ? Specs(params, num_params, groups) : setup.status();
+      setup.ok() ? Specs(params, num_params, setup->optimizer.size(), groups) : setup.status();
   absl::StatusOr<std::unique_ptr<GroupedOptimizer>> optimizer =
       specs.ok() ? GroupedOptimizer::Create(setup->optimizer) : specs.status();
   if (!optimizer.ok()) {
@@ -68,7 +97,7 @@ absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
   ASSIGN_OR_RETURN(handle->engine,
                    Engine::Create(setup->config, *std::move(specs), handle->optimizer.get(),
                                   comm->comm.get(), devices->system.get(), device));
-  RETURN_IF_ERROR(handle->optimizer->Bind(handle->engine->layout(), groups));
+  RETURN_IF_ERROR(handle->optimizer->Bind(GroupRanges(handle->engine->layout(), groups)));
   *out = handle.release();
   return absl::OkStatus();
 }
@@ -103,6 +132,16 @@ using zero::capi::Guard;
 using zero::capi::Required;
 
 extern "C" {
+
+int zero_engine_abi_version(int* major, int* minor) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(major, "major"));
+    RETURN_IF_ERROR(Required(minor, "minor"));
+    *major = ZERO_ABI_VERSION_MAJOR;
+    *minor = ZERO_ABI_VERSION_MINOR;
+    return absl::OkStatus();
+  });
+}
 
 const char* zero_engine_last_error(void) { return zero::capi::LastError().c_str(); }
 
@@ -177,14 +216,15 @@ int zero_comm_create(zero_comm_t* comm, int rank, int world_size,
     RETURN_IF_ERROR(Required(comm, "comm"));
     *comm = nullptr;
     RETURN_IF_ERROR(Required(collectives, "collectives"));
-    ASSIGN_OR_RETURN(auto made, zero::CallbackCommunicator::Create(rank, world_size, *collectives));
+    ASSIGN_OR_RETURN(auto made,
+                     zero::capi::MakeCallbackCommunicator(rank, world_size, *collectives));
     *comm = new zero_comm{std::move(made)};
     return absl::OkStatus();
   });
 }
 
 void zero_comm_set_error(const char* message) {
-  zero::SetCallbackError(message == nullptr ? "" : message);
+  zero::capi::SetCollectiveError(message == nullptr ? "" : message);
 }
 
 int zero_comm_destroy(zero_comm_t comm) {
@@ -216,7 +256,7 @@ int zero_engine_param(zero_engine_t engine, int param, void** data, size_t* nume
     ASSIGN_OR_RETURN(zero::Engine::ParamView view, engine->engine->param_view(param));
     *data = view.data;
     if (numel != nullptr) *numel = view.numel;
-    if (dtype != nullptr) *dtype = zero::NcclDType(view.dtype);
+    if (dtype != nullptr) *dtype = zero::NcclCode(view.dtype);
     return absl::OkStatus();
   });
 }

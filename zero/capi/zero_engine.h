@@ -2,13 +2,20 @@
  * (python/zero) and other languages drive. It links neither libtorch nor
  * Python, so one build serves any interpreter that can call C (ctypes).
  *
- * Style is NCCL's: every function returns an int status, 0 on success, else
- * an absl::StatusCode (3 invalid argument, 9 failed precondition, 13
- * internal, ...), with the text in zero_engine_last_error(); outputs come
- * back through pointers; nothing throws or aborts across the boundary.
- * Handles are owned by the caller and destroyed explicitly, engines before
- * the communicator and devices they use. One thread drives one engine (and
- * its communicator); different engines may run on different threads.
+ * Style is NCCL's: every function returns an int status, ZERO_OK (0) on
+ * success, else a zero_status code (absl::StatusCode's numbers:
+ * ZERO_INVALID_ARGUMENT, ZERO_FAILED_PRECONDITION, ZERO_INTERNAL, ...), with
+ * the text in zero_engine_last_error(); outputs come back through pointers;
+ * nothing throws or aborts across the boundary. Handles are owned by the
+ * caller and destroyed explicitly, engines before the communicator and
+ * devices they use. One thread drives one engine (and its communicator);
+ * different engines may run on different threads.
+ *
+ * The ABI can grow: ZERO_ABI_VERSION_* say which this header is and
+ * zero_engine_abi_version which the library is; every struct the caller
+ * fills starts with `size`, set to sizeof the struct, which the library
+ * checks (a caller built against another header gets ZERO_INVALID_ARGUMENT
+ * naming the struct and both sizes, never a misread).
  *
  * Dtype codes are NCCL's ncclDataType_t (6 f16, 7 f32, 9 bf16); reduction
  * codes its ncclRedOp_t (0 sum, 2 max, 4 avg). */
@@ -21,12 +28,44 @@
 extern "C" {
 #endif
 
+/* The major changes when a function, struct or code changes incompatibly
+ * (a caller must not use a library of another major); the minor when
+ * something is added (a caller needs a library of at least its minor). */
+#define ZERO_ABI_VERSION_MAJOR 1
+#define ZERO_ABI_VERSION_MINOR 0
+
+/* absl::StatusCode's numbers. */
+enum zero_status {
+  ZERO_OK = 0,
+  ZERO_CANCELLED = 1,
+  ZERO_UNKNOWN = 2,
+  ZERO_INVALID_ARGUMENT = 3,
+  ZERO_DEADLINE_EXCEEDED = 4,
+  ZERO_NOT_FOUND = 5,
+  ZERO_ALREADY_EXISTS = 6,
+  ZERO_PERMISSION_DENIED = 7,
+  ZERO_RESOURCE_EXHAUSTED = 8,
+  ZERO_FAILED_PRECONDITION = 9,
+  ZERO_ABORTED = 10,
+  ZERO_OUT_OF_RANGE = 11,
+  ZERO_UNIMPLEMENTED = 12,
+  ZERO_INTERNAL = 13,
+  ZERO_UNAVAILABLE = 14,
+  ZERO_DATA_LOSS = 15,
+  ZERO_UNAUTHENTICATED = 16
+};
+
 enum { ZERO_F16 = 6, ZERO_F32 = 7, ZERO_BF16 = 9 };
 enum { ZERO_SUM = 0, ZERO_MAX = 2, ZERO_AVG = 4 };
 
 typedef struct zero_devices* zero_devices_t;
 typedef struct zero_comm* zero_comm_t;
 typedef struct zero_engine* zero_engine_t;
+
+/* The library's ABI version (the ZERO_ABI_VERSION_* it was built with).
+ * A caller refuses a library whose major differs from its header's, or
+ * whose minor is older. */
+int zero_engine_abi_version(int* major, int* minor);
 
 /* The text of this thread's latest failure ("" if none); valid until the
  * thread's next call into the library. */
@@ -57,7 +96,8 @@ int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_se
 
 /* The caller's collectives, in NCCL's argument order, `user` in place of the
  * communicator. Each runs synchronously (recv holds the result when it
- * returns) and returns 0, or non-zero after zero_comm_set_error(text). Counts
+ * returns) and returns 0, or non-zero after zero_comm_set_error(text) (the
+ * engine's error is then ZERO_INTERNAL with that code and text). Counts
  * are per rank, as in NCCL; in place is NCCL's (all-gather send == recv +
  * rank * count, reduce-scatter recv == send + rank * count). `stream` is the
  * engine's stream (a cudaStream_t on cards, NULL on host devices), already
@@ -69,6 +109,7 @@ int zero_comm_create_local(zero_comm_t* comms, int world_size, double timeout_se
  * this rank fails, so the caller can bring its peers down instead of
  * letting them wait. */
 typedef struct zero_collectives {
+  size_t size; /* sizeof(zero_collectives) */
   int (*all_gather)(const void* send, void* recv, size_t count, int dtype, void* user,
                     void* stream);
   int (*reduce_scatter)(const void* send, void* recv, size_t count, int dtype, int op,
@@ -82,7 +123,7 @@ typedef struct zero_collectives {
   void* user;
 } zero_collectives;
 
-/* Rank `rank` of `world_size` over `collectives` (copied). */
+/* Rank `rank` of `world_size` over `collectives` (copied; its `size` checked). */
 int zero_comm_create(zero_comm_t* comm, int rank, int world_size,
                      const zero_collectives* collectives);
 /* For a collective callback about to return non-zero: the error's text. */
@@ -91,6 +132,7 @@ int zero_comm_destroy(zero_comm_t comm);
 
 /* ---- Engines: zero/engine.h ---- */
 typedef struct zero_param_spec {
+  size_t size;       /* sizeof(zero_param_spec), in every element */
   const char* name;  /* unique */
   size_t numel;
   int module;  /* stage 3 fetches by module: the module that uses it */
@@ -123,8 +165,8 @@ int zero_engine_destroy(zero_engine_t engine);
 
 /* Where parameter `param` is, in the model dtype (*dtype), while it is
  * whole: always below stage 3, between fetch and release of its module at
- * stage 3 (else failed precondition). Stable until the next release (stage
- * 3; below stage 3 for the engine's life): models may alias it. */
+ * stage 3 (else ZERO_FAILED_PRECONDITION). Stable until the next release
+ * (stage 3; below stage 3 for the engine's life): models may alias it. */
 int zero_engine_param(zero_engine_t engine, int param, void** data, size_t* numel, int* dtype);
 /* Sets parameter `param` from `numel` fp32 values (every rank the same). */
 int zero_engine_set_param(zero_engine_t engine, int param, const float* values, size_t numel);
@@ -188,8 +230,8 @@ int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t 
  * have agreed on the folder, while a thread copies this rank's state (the
  * engine's next step waits for that copy) and another writes the file.
  * zero_engine_save_wait, collective too, waits for the file, publishes it
- * and returns its folder as zero_engine_save does (FailedPrecondition when
- * no save is pending). A start or a zero_engine_save while a save is
+ * and returns its folder as zero_engine_save does (ZERO_FAILED_PRECONDITION
+ * when no save is pending). A start or a zero_engine_save while a save is
  * pending publishes that one first, returning its error if it failed;
  * destroying the engine waits for the write and publishes nothing. Until
  * the next step, do not write parameters in place (at stage 0-2 without
@@ -204,6 +246,30 @@ int zero_engine_load(zero_engine_t engine, const char* path);
 /* Not collective, no engine: the checkpoint's fp32 master weights as one
  * safetensors file at `output` (zero/checkpoint/consolidate.h; flat shapes). */
 int zero_checkpoint_consolidate(const char* checkpoint, const char* output);
+
+/* ---- The ZeRO paper's model states: zero/model_state_formula.h ----
+ * Not collective, no engine: the bytes one rank holds of parameters,
+ * gradients and optimizer state, for `psi` parameters (padded as the layout
+ * pads them) over `ranks` ranks at `stage` (0-3), `param_bytes` and
+ * `grad_bytes` per element in the model dtype, `optimizer_bytes` of
+ * optimizer state per element (fp32 master weights when the model is not
+ * fp32, plus the moments: Adam 8, SGD with momentum 4), `offload` a
+ * zero_offload code, `nvme` non-zero with the optimizer state in a file,
+ * `accumulation` micro-batches per step. Writes the device's, the pinned
+ * host's and the NVMe file's bytes through those pointers that are not
+ * NULL. ZERO_INVALID_ARGUMENT naming the argument for a negative or
+ * non-finite count, ranks < 1, a stage outside 0-3, accumulation < 1, an
+ * unknown offload code, parameter offload below stage 3, or nvme without
+ * offload. */
+enum zero_offload {
+  ZERO_OFFLOAD_NONE = 0,
+  ZERO_OFFLOAD_OPTIMIZER = 1,  /* master weights, moments, fp32 gradients on the host */
+  ZERO_OFFLOAD_PARAMETERS = 2  /* stage 3: the parameters' pieces too */
+};
+int zero_model_state_bytes(double psi, int ranks, int stage, double param_bytes,
+                           double grad_bytes, double optimizer_bytes, int offload, int nvme,
+                           int accumulation, double* device_bytes, double* host_bytes,
+                           double* nvme_bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

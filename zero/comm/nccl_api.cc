@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "zero/comm/nccl_codes.h"
 
 namespace zero::nccl {
 namespace {
@@ -111,22 +112,14 @@ absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
   }
 }
 
-ncclDataType_t ToNccl(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kF16: return ncclFloat16;
-  }
-  return ncclFloat32;
-}
+// The one code table (nccl_codes.h) is NCCL's own numbering.
+static_assert(NcclCode(DType::kF32) == ncclFloat32 && NcclCode(DType::kBF16) == ncclBfloat16 &&
+              NcclCode(DType::kF16) == ncclFloat16);
+static_assert(NcclCode(ReduceOp::kSum) == ncclSum && NcclCode(ReduceOp::kAvg) == ncclAvg &&
+              NcclCode(ReduceOp::kMax) == ncclMax);
 
-ncclRedOp_t ToNccl(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
-  }
-  return ncclSum;
-}
+ncclDataType_t ToNccl(DType dtype) { return static_cast<ncclDataType_t>(NcclCode(dtype)); }
+
+ncclRedOp_t ToNccl(ReduceOp op) { return static_cast<ncclRedOp_t>(NcclCode(op)); }
 
 }  // namespace zero::nccl

@@ -68,7 +68,8 @@ absl::Status SleepPause(absl::Duration pause);
 absl::Status AwaitComm(const NcclApi& api, ncclComm_t comm, absl::Time deadline,
                        const std::string& what, CommPause pause = SleepPause);
 
-// Both total over valid enums (ValidateCall runs first).
+// Both total over valid enums (ValidateCall runs first); the numbers are
+// nccl_codes.h's table.
 ncclDataType_t ToNccl(DType dtype);
 ncclRedOp_t ToNccl(ReduceOp op);
 

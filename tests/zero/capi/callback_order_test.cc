@@ -1,4 +1,5 @@
-// The callback communicator's order (zero/capi/callback_communicator.h):
+// The callback communicator's order (zero/comm/callback_communicator.h),
+// over the C ABI's zero_collectives (zero/capi/collectives.h):
 // a call on a host stream returns before its function runs and orders the
 // stream's later work after it; every function runs in the order the calls
 // were made, whichever stream each came on; a failure after return is the
@@ -12,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "memory/device_system.h"
-#include "zero/capi/callback_communicator.h"
+#include "zero/capi/collectives.h"
 
 namespace zero {
 namespace {
@@ -42,6 +43,7 @@ struct Log {
 
 zero_collectives Logging(Log* log, bool fail = false) {
   zero_collectives fns{};
+  fns.size = sizeof fns;
   fns.user = log;
   fns.all_gather = fail ? [](const void*, void*, size_t, int, void*, void*) {
     zero_comm_set_error("the group is gone");
@@ -75,7 +77,7 @@ TEST(CallbackOrder, AHostStreamCallReturnsAtOnceAndOrdersTheStream) {
   Stream* stream = system->default_stream(0);
   Log log;
   log.open = false;
-  auto comm = *CallbackCommunicator::Create(0, 2, Logging(&log));
+  auto comm = *capi::MakeCallbackCommunicator(0, 2, Logging(&log));
   const float send[4] = {1, 2, 3, 4};
   std::vector<float> recv(8, 0), seen(4, 0);
   const auto start = std::chrono::steady_clock::now();
@@ -125,7 +127,7 @@ class FakeCardStream final : public Stream {
 
 TEST(CallbackOrder, ACardsDefaultStreamIsWaitedForNotCalledBack) {
   Log log;
-  auto comm = *CallbackCommunicator::Create(0, 2, Logging(&log));
+  auto comm = *capi::MakeCallbackCommunicator(0, 2, Logging(&log));
   FakeCardStream card;
   const float send[4] = {1, 2, 3, 4};
   std::vector<float> recv(8, 0);
@@ -145,7 +147,7 @@ TEST(CallbackOrder, AStreamThatCannotBeWaitedForFailsTheGroup) {
   static int aborts = 0;
   aborts = 0;
   fns.abort = [](const char*, void*) { ++aborts; };
-  auto comm = *CallbackCommunicator::Create(0, 2, fns);
+  auto comm = *capi::MakeCallbackCommunicator(0, 2, fns);
   FakeCardStream card;
   card.fail_synchronize = true;
   std::vector<float> send(2), recv(4);
@@ -163,7 +165,7 @@ TEST(CallbackOrder, FunctionsRunInTheOrderOfTheCalls) {
   Stream* slow = system->default_stream(0);
   Stream* quick = *system->CreateStream(0);
   Log log;
-  auto comm = *CallbackCommunicator::Create(0, 2, Logging(&log));
+  auto comm = *capi::MakeCallbackCommunicator(0, 2, Logging(&log));
   // The first call's stream reaches it last.
   ASSERT_TRUE(slow->Enqueue([] { std::this_thread::sleep_for(milliseconds(200)); }).ok());
   std::vector<float> a(2, 1), b(4, 2), out_a(4), out_b(8);
@@ -179,7 +181,7 @@ TEST(CallbackOrder, AFailureAfterReturnIsTheAsyncErrorAndLaterCallsFailFast) {
   auto system = HostDevice();
   Stream* stream = system->default_stream(0);
   Log log;
-  auto comm = *CallbackCommunicator::Create(0, 2, Logging(&log, /*fail=*/true));
+  auto comm = *capi::MakeCallbackCommunicator(0, 2, Logging(&log, /*fail=*/true));
   std::vector<float> send(2), recv(4);
   ASSERT_TRUE(comm->AllGather(send.data(), recv.data(), 2, DType::kF32, stream).ok());
   ASSERT_TRUE(stream->Synchronize().ok());

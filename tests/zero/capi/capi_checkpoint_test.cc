@@ -35,7 +35,7 @@ struct Rank {
   zero_devices_t devices = nullptr;
   zero_engine_t engine = nullptr;
   int Create(zero_comm_t comm, int stage, int steps, int rank) {
-    const zero_param_spec spec[] = {{kParams, kNumel, 0, 0}};
+    const zero_param_spec spec[] = {{sizeof(zero_param_spec), kParams, kNumel, 0, 0}};
     if (int rc = zero_devices_create(&devices, "host:1x64MiB"); rc != 0) return rc;
     const std::string config = Config(stage);
     if (int rc = zero_engine_create(&engine, config.c_str(), spec, 1, comm, devices, 0); rc != 0) {
@@ -117,9 +117,9 @@ TEST(CapiCheckpoint, TwoRanksSaveOneLoadsAtAnotherStage) {
   // 8-byte length, header, then the 40 floats.
   EXPECT_GT(std::filesystem::file_size(out), 8 + kNumel * 4);
   EXPECT_NE(zero_checkpoint_consolidate((root + "/missing").c_str(), out.c_str()), 0);
-  EXPECT_EQ(zero_engine_save(loaded.engine, nullptr, nullptr, 0, nullptr), 3);
+  EXPECT_EQ(zero_engine_save(loaded.engine, nullptr, nullptr, 0, nullptr), ZERO_INVALID_ARGUMENT);
   EXPECT_NE(std::string(zero_engine_last_error()).find("root is null"), std::string::npos);
-  EXPECT_EQ(zero_engine_load(nullptr, root.c_str()), 3);
+  EXPECT_EQ(zero_engine_load(nullptr, root.c_str()), ZERO_INVALID_ARGUMENT);
   for (zero_comm_t c : comms) zero_comm_destroy(c);
   zero_comm_destroy(one);
 }
@@ -150,7 +150,8 @@ TEST(CapiCheckpoint, AStepBetweenStartAndWaitIsNotInTheCheckpoint) {
       ASSERT_EQ(zero_engine_save_wait(saver[r].engine, path, sizeof path, &needed), 0)
           << zero_engine_last_error();
       written[r] = path;
-      EXPECT_EQ(zero_engine_save_wait(saver[r].engine, path, sizeof path, &needed), 9);
+      EXPECT_EQ(zero_engine_save_wait(saver[r].engine, path, sizeof path, &needed),
+                ZERO_FAILED_PRECONDITION);
       EXPECT_NE(std::string(zero_engine_last_error()).find("no checkpoint save is pending"),
                 std::string::npos);
       if (r == 0) after = saver[r].Params();
@@ -176,7 +177,7 @@ TEST(CapiCheckpoint, AStepBetweenStartAndWaitIsNotInTheCheckpoint) {
   ASSERT_EQ(loaded.Create(one, 2, 0, 0), 0) << zero_engine_last_error();
   ASSERT_EQ(zero_engine_load(loaded.engine, written[0].c_str()), 0) << zero_engine_last_error();
   EXPECT_EQ(loaded.Params(), at_start);
-  EXPECT_EQ(zero_engine_save_start(loaded.engine, nullptr), 3);
+  EXPECT_EQ(zero_engine_save_start(loaded.engine, nullptr), ZERO_INVALID_ARGUMENT);
   for (zero_comm_t c : comms) zero_comm_destroy(c);
   zero_comm_destroy(one);
 }

@@ -12,7 +12,7 @@
 #include "tests/zero/capi/capi_training.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
-#include "zero/capi/callback_communicator.h"
+#include "zero/capi/collectives.h"
 #include "zero/capi/zero_engine.h"
 
 namespace zero::testing_model {
@@ -155,10 +155,10 @@ TEST(CapiGroups, SetLrTakesEffect) {
   std::unique_ptr<Model> model = Transformer();
   CapiRun capi{.run = SmallRun(1, 2), .optimizer = kAdamW};
   capi.before_training = [](int, zero_engine* engine) {
-    EXPECT_EQ(zero_engine_set_lr(engine, 1, 0.1), 3);  // no group 1
+    EXPECT_EQ(zero_engine_set_lr(engine, 1, 0.1), ZERO_INVALID_ARGUMENT);  // no group 1
     EXPECT_NE(std::string(zero_engine_last_error()).find("no parameter group 1"),
               std::string::npos);
-    EXPECT_EQ(zero_engine_set_lr(engine, 0, -1), 3);
+    EXPECT_EQ(zero_engine_set_lr(engine, 0, -1), ZERO_INVALID_ARGUMENT);
     return zero_engine_set_lr(engine, 0, 0.0);  // AdamW, lr 0: nothing moves
   };
   std::vector<CapiResult> results = TrainWithCapi(*model, capi);
@@ -196,6 +196,7 @@ TEST(CapiGroups, AnLrChangedAfterUnitsSteppedDuringBackwardIsRefused) {
 // Collectives that succeed, except the all-gather, which fails with a text.
 zero_collectives FailingAllGather() {
   zero_collectives fns{};
+  fns.size = sizeof fns;
   fns.all_gather = [](const void*, void*, size_t, int, void*, void*) {
     zero_comm_set_error("the process group is gone");
     return 5;
@@ -217,11 +218,12 @@ TEST(CapiCallbacks, FailureIsAStatus) {
   ASSERT_EQ(zero_comm_create(&comm, 0, 2, &fns), 0);  // one rank skips the agreement
   zero_devices_t devices = nullptr;
   ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
-  const zero_param_spec params[] = {{"w", 40, 0, 0}};
+  const zero_param_spec params[] = {{sizeof(zero_param_spec), "w", 40, 0, 0}};
   zero_engine_t engine = nullptr;
   const std::string config = R"({"stage": 1, "optimizer": )" + std::string(kAdamW) + "}";
   // Creating agrees on the layout with an all-gather, which fails.
-  EXPECT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 13);
+  EXPECT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0),
+            ZERO_INTERNAL);
   EXPECT_EQ(engine, nullptr);
   const std::string error = zero_engine_last_error();
   EXPECT_NE(error.find("AllGather"), std::string::npos) << error;
@@ -234,7 +236,7 @@ TEST(CapiCallbacks, FailureIsAStatus) {
 // The failure stays the communicator's error (Communicator::AsyncError), as
 // on every backend.
 TEST(CapiCallbacks, FailureIsTheAsyncError) {
-  auto comm = CallbackCommunicator::Create(0, 1, FailingAllGather());
+  auto comm = capi::MakeCallbackCommunicator(0, 1, FailingAllGather());
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_TRUE((*comm)->AsyncError().ok());
   float buf[4] = {};
@@ -245,13 +247,13 @@ TEST(CapiCallbacks, FailureIsTheAsyncError) {
 
 TEST(CapiErrors, BadInputIsNamed) {
   zero_devices_t devices = nullptr;
-  EXPECT_EQ(zero_devices_create(&devices, "host:banana"), 3);
-  EXPECT_EQ(zero_devices_create(nullptr, "host:1x64MiB"), 3);
+  EXPECT_EQ(zero_devices_create(&devices, "host:banana"), ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(zero_devices_create(nullptr, "host:1x64MiB"), ZERO_INVALID_ARGUMENT);
   EXPECT_NE(std::string(zero_engine_last_error()).find("devices is null"), std::string::npos);
   ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
   zero_comm_t comm = nullptr;
   ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), 0);
-  const zero_param_spec params[] = {{"w", 40, 0, 0}};
+  const zero_param_spec params[] = {{sizeof(zero_param_spec), "w", 40, 0, 0}};
   zero_engine_t engine = nullptr;
   EXPECT_EQ(zero_engine_create(&engine, R"({"stage": 1, "stagee": 2, "optimizer": {}})", params,
                                1, comm, devices, 0),
@@ -265,9 +267,11 @@ TEST(CapiErrors, BadInputIsNamed) {
   ASSERT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 0)
       << zero_engine_last_error();
   float grad[40] = {};
-  EXPECT_EQ(zero_engine_add_grad(engine, 0, grad, 40, 8), 3);  // 8 is f64: not ours
+  EXPECT_EQ(zero_engine_add_grad(engine, 0, grad, 40, 8),
+            ZERO_INVALID_ARGUMENT);  // 8 is f64: not ours
   EXPECT_NE(std::string(zero_engine_last_error()).find("dtype code 8"), std::string::npos);
-  EXPECT_EQ(zero_engine_param(engine, 7, reinterpret_cast<void**>(&grad), nullptr, nullptr), 3);
+  EXPECT_EQ(zero_engine_param(engine, 7, reinterpret_cast<void**>(&grad), nullptr, nullptr),
+            ZERO_INVALID_ARGUMENT);
   char small[8];
   size_t needed = 0;
   ASSERT_EQ(zero_engine_stats_json(engine, small, sizeof small, &needed), 0);
@@ -289,6 +293,7 @@ TEST(CapiErrors, BadInputIsNamed) {
 // host: issue 41), zero_engine_synchronize's in either case.
 TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
   zero_collectives fns{};
+  fns.size = sizeof fns;
   fns.all_gather = [](const void* send, void* recv, size_t n, int, void*, void*) {
     for (int r = 0; r < 2; ++r) std::memcpy(static_cast<char*>(recv) + r * n * 4, send, n * 4);
     return 0;  // both ranks hold what this one holds: they agree
@@ -304,7 +309,7 @@ TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
   ASSERT_EQ(zero_comm_create(&comm, 0, 2, &fns), 0);
   zero_devices_t devices = nullptr;
   ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
-  const zero_param_spec params[] = {{"w", 40, 0, 0}};
+  const zero_param_spec params[] = {{sizeof(zero_param_spec), "w", 40, 0, 0}};
   const std::string config = R"({"stage": 2, "optimizer": )" + std::string(kAdamW) + "}";
   zero_engine_t engine = nullptr;
   ASSERT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 0)
@@ -314,7 +319,7 @@ TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
   ASSERT_EQ(zero_engine_add_grad(engine, 0, grad.data(), 40, ZERO_F32), 0)
       << "the reduction runs after add_grad returns";
   const int stepped = zero_engine_step(engine);
-  EXPECT_TRUE(stepped == 0 || stepped == 13) << stepped;
+  EXPECT_TRUE(stepped == 0 || stepped == ZERO_INTERNAL) << stepped;
   if (stepped != 0) {
     const std::string error = zero_engine_last_error();
     EXPECT_NE(error.find("ReduceScatter"), std::string::npos) << error;
@@ -322,7 +327,7 @@ TEST(CapiCallbacks, AFailedReductionStopsTheStepBeforeAnyUpdate) {
   }
   // Waiting for the engine's work reports the failure (a gather that fails
   // after Step returned would otherwise leave stale parameters unseen).
-  EXPECT_EQ(zero_engine_synchronize(engine), 13);
+  EXPECT_EQ(zero_engine_synchronize(engine), ZERO_INTERNAL);
   const std::string waited = zero_engine_last_error();
   EXPECT_NE(waited.find("ReduceScatter"), std::string::npos) << waited;
   EXPECT_NE(waited.find("the process group is gone"), std::string::npos) << waited;
@@ -344,7 +349,7 @@ TEST(CapiStreams, HostEngineHasNoNativeStream) {
   ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), 0);
   zero_comm_t comm = nullptr;
   ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), 0);
-  const zero_param_spec params[] = {{"w", 40, 0, 0}};
+  const zero_param_spec params[] = {{sizeof(zero_param_spec), "w", 40, 0, 0}};
   const std::string config = R"({"optimizer": )" + std::string(kAdamW) + "}";
   zero_engine_t engine = nullptr;
   ASSERT_EQ(zero_engine_create(&engine, config.c_str(), params, 1, comm, devices, 0), 0)
@@ -355,9 +360,9 @@ TEST(CapiStreams, HostEngineHasNoNativeStream) {
   float grad[40] = {1};
   ASSERT_EQ(zero_engine_add_grad(engine, 0, grad, 40, ZERO_F32), 0);
   EXPECT_EQ(zero_engine_synchronize(engine), 0) << zero_engine_last_error();
-  EXPECT_EQ(zero_engine_stream(engine, nullptr), 3);
+  EXPECT_EQ(zero_engine_stream(engine, nullptr), ZERO_INVALID_ARGUMENT);
   EXPECT_NE(std::string(zero_engine_last_error()).find("stream is null"), std::string::npos);
-  EXPECT_EQ(zero_engine_synchronize(nullptr), 3);
+  EXPECT_EQ(zero_engine_synchronize(nullptr), ZERO_INVALID_ARGUMENT);
   EXPECT_EQ(zero_engine_destroy(engine), 0);
   zero_comm_destroy(comm);
   zero_devices_destroy(devices);

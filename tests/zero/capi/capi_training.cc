@@ -3,9 +3,9 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "zero/capi/callback_communicator.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/comm/local_communicator.h"
+#include "zero/comm/nccl_codes.h"
 #include "zero/precision.h"
 
 namespace zero::testing_model {
@@ -30,6 +30,7 @@ int Code(const absl::Status& s) {
 }
 zero_collectives Forwarding(Communicator* comm) {
   zero_collectives fns{};
+  fns.size = sizeof fns;
   fns.user = comm;
   fns.all_gather = [](const void* send, void* recv, size_t n, int dtype, void* user, void*) {
     return Code(static_cast<Communicator*>(user)->AllGather(send, recv, n, ToDType(dtype), nullptr));
@@ -113,7 +114,7 @@ absl::Status Train(const Model& model, const CapiRun& capi, zero_engine_t engine
     for (float& g : scaled) g *= static_cast<float>(scale);
     narrow.resize(scaled.size() * SizeOf(dtype));
     Narrow(scaled.data(), narrow.data(), dtype, scaled.size());
-    return check(zero_engine_add_grad(engine, id, narrow.data(), scaled.size(), NcclDType(dtype)));
+    return check(zero_engine_add_grad(engine, id, narrow.data(), scaled.size(), NcclCode(dtype)));
   };
   for (int step = 0; step < run.steps; ++step) {
     for (int micro = 0; micro < run.config.gradient_accumulation_steps; ++micro) {
@@ -139,7 +140,8 @@ void RunRank(const Model& model, const CapiRun& capi, zero_comm_t comm, zero_dev
   std::vector<zero_param_spec> specs;
   for (size_t i = 0; i < model.params().size(); ++i) {
     const ParamInfo& p = model.params()[i];
-    specs.push_back({p.name.c_str(), p.numel, p.module, capi.groups.empty() ? 0 : capi.groups[i]});
+    specs.push_back({sizeof(zero_param_spec), p.name.c_str(), p.numel, p.module,
+                     capi.groups.empty() ? 0 : capi.groups[i]});
   }
   const std::string config = ConfigJson(capi.run.config, capi.optimizer);
   zero_engine_t engine = nullptr;

@@ -1,9 +1,10 @@
-#include "zero/capi/engine_json.h"
+#include "zero/config_json.h"
 
 #include <functional>
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -153,22 +154,6 @@ absl::Status ReadOptimizer(OptimizerGroups& groups, const Value& v, const std::s
 }
 
 }  // namespace
-
-absl::StatusOr<std::unique_ptr<Optimizer>> OptimizerGroups::Make(int group) const {
-  if (group < 0 || group >= size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("no parameter group %d (%d are configured)", group, size()));
-  }
-  switch (kind) {
-    case Kind::kAdam:
-      return MakeAdam(adam[group]);
-    case Kind::kAdamW:
-      return MakeAdamW(adam[group]);
-    case Kind::kSgd:
-      return MakeSgd(sgd[group]);
-  }
-  return absl::InternalError("unknown optimizer kind");
-}
 
 absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
   ASSIGN_OR_RETURN(Value doc, json::Parse(text));

@@ -1,33 +1,43 @@
-// torch's parameter groups inside one engine: an Optimizer made of one
+// torch's parameter groups inside one optimizer: an Optimizer made of one
 // optimizer per group that steps each element with its group's
-// hyper-parameters. The engine hands its optimizer slices of the layout's
-// flat elements (StepArgs::first_element says which, wherever the buffers
-// are: device, pinned host, NVMe staging); Bind maps element ranges to
-// groups from the layout, and Step splits each slice at group borders.
-// The rules are element-wise, so the split changes no bit. Padding elements
-// go with the parameter before them. Not thread-safe against SetGroupLr
+// hyper-parameters. The caller numbers all its elements (an engine: the
+// flat buffer of its layout) and says which group owns which ranges of
+// them (Bind); each step's slice says where it starts
+// (StepArgs::first_element, wherever its buffers are: device, pinned host,
+// NVMe staging) and is split at group borders. The rules are element-wise,
+// so the split changes no bit. Not thread-safe against Bind or SetGroupLr
 // (as Optimizer::set_lr); concurrent Steps on disjoint slices are fine.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "optimizers/optimizer.h"
-#include "zero/capi/engine_json.h"
-#include "zero/layout.h"
+#include "optimizers/optimizer_groups.h"
 
 namespace zero {
 
+// The caller's elements [begin, end), all stepped with group `group`.
+struct GroupRange {
+  size_t begin = 0, end = 0;
+  int group = 0;
+};
+
 class GroupedOptimizer : public Optimizer {
  public:
-  // InvalidArgument when a group's hyper-parameters are.
+  // InvalidArgument when there is no group or a group's hyper-parameters
+  // are invalid (naming the group).
   static absl::StatusOr<std::unique_ptr<GroupedOptimizer>> Create(const OptimizerGroups& groups);
 
-  // Before the first Step: `param_groups[i]` is the group of parameter i
-  // of the engine's layout. Not needed with one group.
-  absl::Status Bind(const Layout& layout, const std::vector<int>& param_groups);
+  // Before the first Step: `ranges` in order of their elements, disjoint.
+  // Elements no range covers step with group 0 (so one group needs no
+  // Bind). InvalidArgument, changing nothing, for ranges out of order,
+  // overlapping or reversed, or a group that is not configured.
+  absl::Status Bind(std::span<const GroupRange> ranges);
 
   int group_count() const { return static_cast<int>(groups_.size()); }
   absl::Status SetGroupLr(int group, double lr);
@@ -43,11 +53,6 @@ class GroupedOptimizer : public Optimizer {
   void DoSetLr(double lr) override;
 
  private:
-  // Flat elements [begin, end) of the layout, all of group `group`.
-  struct Range {
-    size_t begin, end;
-    int group;
-  };
   explicit GroupedOptimizer(std::vector<std::unique_ptr<Optimizer>> groups);
   // Calls `step(group, sub_args)` for each group's part of `args`, in order.
   template <class StepFn>
@@ -55,7 +60,8 @@ class GroupedOptimizer : public Optimizer {
   std::vector<std::unique_ptr<Optimizer>> groups_;
   std::string name_;
   int state_buffers_ = 0;
-  std::vector<Range> ranges_;  // sorted by begin, disjoint, neighbours of other groups
+  // Sorted, disjoint, non-empty; touching neighbours are of other groups.
+  std::vector<GroupRange> ranges_;
 };
 
 }  // namespace zero

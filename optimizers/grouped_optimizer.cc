@@ -1,4 +1,4 @@
-#include "zero/capi/param_groups.h"
+#include "optimizers/grouped_optimizer.h"
 
 #include <algorithm>
 #include <utility>
@@ -37,35 +37,31 @@ void GroupedOptimizer::DoSetLr(double lr) {
   for (auto& g : groups_) (void)g->set_lr(lr);  // already validated by set_lr
 }
 
-absl::Status GroupedOptimizer::Bind(const Layout& layout, const std::vector<int>& param_groups) {
-  if (param_groups.size() != layout.params().size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d parameter groups given for %d parameters", param_groups.size(),
-        layout.params().size()));
-  }
-  for (size_t i = 0; i < param_groups.size(); ++i) {
-    if (param_groups[i] < 0 || param_groups[i] >= group_count()) {
+absl::Status GroupedOptimizer::Bind(std::span<const GroupRange> ranges) {
+  std::vector<GroupRange> kept;
+  size_t at = 0;
+  for (const GroupRange& r : ranges) {
+    if (r.begin > r.end || r.begin < at) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "parameter '%s' is in group %d; %d groups are configured", layout.params()[i].name,
-          param_groups[i], group_count()));
+          "element range [%d, %d) is reversed or not after the one before it (ending at %d)",
+          r.begin, r.end, at));
+    }
+    if (r.group < 0 || r.group >= group_count()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("element range [%d, %d) is in group %d; %d groups are configured",
+                          r.begin, r.end, r.group, group_count()));
+    }
+    at = r.end;
+    if (r.begin == r.end) continue;
+    if (!kept.empty() && kept.back().group == r.group && kept.back().end == r.begin) {
+      kept.back().end = r.end;
+    } else {
+      kept.push_back(r);
     }
   }
-  ranges_.clear();
-  if (group_count() == 1) return absl::OkStatus();
-  // Parameter p covers its elements and any gap or padding up to the next
-  // one (or its unit's end), so the ranges tile the whole flat buffer.
-  for (const Unit& u : layout.units()) {
-    for (int p = u.first_param; p < u.end_param; ++p) {
-      const size_t begin = layout.params()[p].offset;
-      const size_t end = p + 1 < u.end_param ? layout.params()[p + 1].offset : u.offset + u.padded;
-      const int group = param_groups[p];
-      if (!ranges_.empty() && ranges_.back().group == group && ranges_.back().end == begin) {
-        ranges_.back().end = end;
-      } else {
-        ranges_.push_back({begin, end, group});
-      }
-    }
-  }
+  // One group steps every element whole: nothing to split.
+  if (group_count() == 1) kept.clear();
+  ranges_ = std::move(kept);
   return absl::OkStatus();
 }
 
@@ -73,7 +69,7 @@ template <class StepFn>
 absl::Status GroupedOptimizer::Split(const StepArgs& args, StepFn step) const {
   const size_t begin = args.first_element, end = begin + args.params.size();
   const size_t grad_size = SizeOf(args.grad_dtype), copy_size = SizeOf(args.copy_dtype);
-  // One part of the slice, flat elements [from, to), stepped with group `group`'s optimizer.
+  // One part of the slice, elements [from, to), stepped with group `group`'s optimizer.
   auto part = [&](size_t from, size_t to, int group) -> absl::Status {
     const size_t skip = from - begin, n = to - from;
     std::vector<std::span<float>> state;
@@ -92,7 +88,7 @@ absl::Status GroupedOptimizer::Split(const StepArgs& args, StepFn step) const {
   };
   // Elements no range covers (one group, or not bound) step with group 0.
   auto first = std::upper_bound(ranges_.begin(), ranges_.end(), begin,
-                                [](size_t e, const Range& r) { return e < r.end; });
+                                [](size_t e, const GroupRange& r) { return e < r.end; });
   size_t at = begin;
   for (auto r = first; r != ranges_.end() && r->begin < end && at < end; ++r) {
     if (r->begin > at) RETURN_IF_ERROR(part(at, std::min(r->begin, end), 0));

@@ -1,6 +1,6 @@
-// The C ABI's config JSON: defaults, every key read, and errors that name
-// the key and where it is.
-#include "zero/capi/engine_json.h"
+// The engine's config JSON (zero/config_json.h, the C ABI's config):
+// defaults, every key read, and errors that name the key and where it is.
+#include "zero/config_json.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "zero/capi/callback_communicator.h"
+#include "zero/comm/callback_communicator.h"
 
 #include <future>
 #include <memory>
@@ -8,56 +8,9 @@
 #include "absl/strings/str_format.h"
 
 namespace zero {
-namespace {
-
-thread_local std::string callback_error;
-
-}  // namespace
-
-void SetCallbackError(std::string_view message) { callback_error.assign(message); }
-
-int NcclDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return ZERO_F32;
-    case DType::kBF16:
-      return ZERO_BF16;
-    case DType::kF16:
-      return ZERO_F16;
-  }
-  return -1;
-}
-
-int NcclOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ZERO_SUM;
-    case ReduceOp::kMax:
-      return ZERO_MAX;
-    case ReduceOp::kAvg:
-      return ZERO_AVG;
-  }
-  return -1;
-}
-
-absl::StatusOr<DType> DTypeFromNccl(int code) {
-  for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
-    if (NcclDType(d) == code) return d;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("dtype code %d is not f32 (7), bf16 (9) or f16 (6)", code));
-}
-
-absl::StatusOr<ReduceOp> ReduceOpFromNccl(int code) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
-    if (NcclOp(op) == code) return op;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("reduction code %d is not sum (0), max (2) or avg (4)", code));
-}
 
 absl::StatusOr<std::unique_ptr<Communicator>> CallbackCommunicator::Create(
-    int rank, int world_size, const zero_collectives& fns) {
+    int rank, int world_size, CallbackCollectives fns) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(
         absl::StrFormat("rank %d of world size %d", rank, world_size));
@@ -67,7 +20,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CallbackCommunicator::Create(
     return absl::InvalidArgumentError(
         "every collective (all_gather, reduce_scatter, all_reduce, broadcast, barrier) is required");
   }
-  return std::unique_ptr<Communicator>(new CallbackCommunicator(rank, world_size, fns));
+  return std::unique_ptr<Communicator>(
+      new CallbackCommunicator(rank, world_size, std::move(fns)));
 }
 
 void CallbackCommunicator::Abort(const absl::Status& reason) {
@@ -77,7 +31,8 @@ void CallbackCommunicator::Abort(const absl::Status& reason) {
     if (!failed_.ok()) return;  // told once
     failed_ = status;
   }
-  if (fns_.abort) fns_.abort(std::string(status.message()).c_str(), fns_.user);
+  const absl::string_view message = status.message();
+  if (fns_.abort) fns_.abort(std::string_view(message.data(), message.size()));
 }
 
 absl::Status CallbackCommunicator::AsyncError() const {
@@ -85,23 +40,21 @@ absl::Status CallbackCommunicator::AsyncError() const {
   return failed_;
 }
 
-int CallbackCommunicator::Call(const CollectiveCall& call, const void* send, void* recv,
-                               void* stream) const {
-  const int dtype = NcclDType(call.dtype);
+absl::Status CallbackCommunicator::Call(const CollectiveCall& call, const void* send, void* recv,
+                                        void* stream) {
   switch (call.kind) {
     case CollectiveKind::kAllGather:
-      return fns_.all_gather(send, recv, call.count, dtype, fns_.user, stream);
+      return fns_.all_gather(send, recv, call.count, call.dtype, stream);
     case CollectiveKind::kReduceScatter:
-      return fns_.reduce_scatter(send, recv, call.count, dtype, NcclOp(call.op), fns_.user,
-                                 stream);
+      return fns_.reduce_scatter(send, recv, call.count, call.dtype, call.op, stream);
     case CollectiveKind::kAllReduce:
-      return fns_.all_reduce(send, recv, call.count, dtype, NcclOp(call.op), fns_.user, stream);
+      return fns_.all_reduce(send, recv, call.count, call.dtype, call.op, stream);
     case CollectiveKind::kBroadcast:
-      return fns_.broadcast(send, recv, call.count, dtype, call.root, fns_.user, stream);
+      return fns_.broadcast(send, recv, call.count, call.dtype, call.root, stream);
     case CollectiveKind::kBarrier:
-      return fns_.barrier(fns_.user, stream);
+      return fns_.barrier(stream);
   }
-  return -1;
+  return absl::InternalError(absl::StrFormat("unknown collective %s", call.ToString()));
 }
 
 absl::Status CallbackCommunicator::Execute(const CollectiveCall& call, const void* send,
@@ -165,12 +118,11 @@ absl::Status CallbackCommunicator::RunCall(const CollectiveCall& call, const voi
       return s;
     }
   }
-  callback_error.clear();
-  const int code = Call(call, send, recv, stream);
-  if (code == 0) return absl::OkStatus();
-  const absl::Status failed = absl::InternalError(absl::StrFormat(
-      "rank %d: the %s callback failed (code %d)%s%s", rank_, call.ToString(), code,
-      callback_error.empty() ? "" : ": ", callback_error));
+  const absl::Status result = Call(call, send, recv, stream);
+  if (result.ok()) return result;
+  const absl::Status failed(result.code(),
+                            absl::StrFormat("rank %d: the %s callback failed: %s", rank_,
+                                            call.ToString(), result.message()));
   Abort(failed);
   return failed;
 }

@@ -1,0 +1,144 @@
+// The C ABI's means to grow (zero_engine.h): the version query, the size
+// every caller-filled struct starts with, named status codes; and the model
+// state formula it exposes (zero_model_state_bytes) with its refusals.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "zero/capi/zero_engine.h"
+#include "zero/model_state_formula.h"
+
+namespace {
+
+constexpr char kConfig[] =
+    R"({"stage": 1, "optimizer": {"type": "adamw", "groups": [{"lr": 0.01}]}})";
+
+std::string LastError() { return zero_engine_last_error(); }
+
+TEST(CapiAbi, TheLibraryIsTheHeadersVersion) {
+  int major = -1, minor = -1;
+  ASSERT_EQ(zero_engine_abi_version(&major, &minor), ZERO_OK);
+  EXPECT_EQ(major, ZERO_ABI_VERSION_MAJOR);
+  EXPECT_EQ(minor, ZERO_ABI_VERSION_MINOR);
+  EXPECT_EQ(zero_engine_abi_version(nullptr, &minor), ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("major is null"), std::string::npos) << LastError();
+}
+
+// A caller built against another header: its struct's size differs (or it
+// never set it). The error names the struct and both sizes; nothing is made.
+TEST(CapiAbi, CollectivesOfAnotherSizeAreRefused) {
+  // The size is checked first: nothing else of the struct is read.
+  zero_collectives fns{};
+  for (size_t size : {sizeof fns - sizeof(void*), sizeof fns + 8, size_t{0}}) {
+    fns.size = size;
+    zero_comm_t comm = reinterpret_cast<zero_comm_t>(&fns);
+    EXPECT_EQ(zero_comm_create(&comm, 0, 1, &fns), ZERO_INVALID_ARGUMENT);
+    EXPECT_EQ(comm, nullptr);
+    const std::string expected = "zero_collectives.size is " + std::to_string(size) +
+                                 ", but this library's zero_collectives is " +
+                                 std::to_string(sizeof fns) + " bytes";
+    EXPECT_NE(LastError().find(expected), std::string::npos) << LastError();
+  }
+}
+
+TEST(CapiAbi, ParamSpecsOfAnotherSizeAreRefused) {
+  zero_devices_t devices = nullptr;
+  ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), ZERO_OK);
+  zero_param_spec params[] = {{sizeof(zero_param_spec), "a", 40, 0, 0},
+                              {sizeof(zero_param_spec) - 4, "b", 40, 0, 0}};
+  zero_comm_t comm = nullptr;
+  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), ZERO_OK);
+  zero_engine_t engine = nullptr;
+  EXPECT_EQ(zero_engine_create(&engine, kConfig, params, 2, comm, devices, 0),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(engine, nullptr);
+  const std::string expected = "params[1]: zero_param_spec.size is " +
+                               std::to_string(sizeof(zero_param_spec) - 4) +
+                               ", but this library's zero_param_spec is " +
+                               std::to_string(sizeof(zero_param_spec)) + " bytes";
+  EXPECT_NE(LastError().find(expected), std::string::npos) << LastError();
+  zero_comm_destroy(comm);
+  zero_devices_destroy(devices);
+}
+
+// Checked before the engine is made: every rank has the same specs, so
+// every rank fails alike.
+TEST(CapiAbi, AParameterInAGroupNotConfiguredIsNamed) {
+  zero_devices_t devices = nullptr;
+  ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), ZERO_OK);
+  const zero_param_spec params[] = {{sizeof(zero_param_spec), "a", 40, 0, 0},
+                                    {sizeof(zero_param_spec), "b", 40, 0, 1}};
+  zero_comm_t comm = nullptr;
+  ASSERT_EQ(zero_comm_create_local(&comm, 1, 5, nullptr), ZERO_OK);
+  zero_engine_t engine = nullptr;
+  EXPECT_EQ(zero_engine_create(&engine, kConfig, params, 2, comm, devices, 0),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("parameter 'b' is in group 1; 1 groups are configured"),
+            std::string::npos)
+      << LastError();
+  zero_comm_destroy(comm);
+  zero_devices_destroy(devices);
+}
+
+TEST(CapiFormula, IsTheModelStateFormula) {
+  double device = 0, host = 0, nvme = -1;
+  // bf16 AdamW at stage 3 over 4 ranks: the paper's 16 bytes per parameter / N.
+  ASSERT_EQ(zero_model_state_bytes(1 << 20, 4, 3, 2, 2, 12, ZERO_OFFLOAD_NONE, 0, 1, &device,
+                                   &host, &nvme),
+            ZERO_OK)
+      << LastError();
+  EXPECT_EQ(device, 16.0 * (1 << 20) / 4);
+  EXPECT_EQ(host, 0);
+  EXPECT_EQ(nvme, 0);
+  // Offload at stage 2 with NVMe, every output against the C++ function.
+  const zero::ModelStateBytes expected = zero::ModelStateFormula(
+      {.psi = 4096, .ranks = 8, .stage = 2, .param_bytes = 2, .grad_bytes = 2,
+       .optimizer_bytes = 12, .offload_optimizer = true, .nvme = true, .accumulation = 2});
+  ASSERT_EQ(zero_model_state_bytes(4096, 8, 2, 2, 2, 12, ZERO_OFFLOAD_OPTIMIZER, 1, 2, &device,
+                                   &host, &nvme),
+            ZERO_OK)
+      << LastError();
+  EXPECT_EQ(device, expected.device());
+  EXPECT_EQ(host, expected.host);
+  EXPECT_EQ(nvme, expected.nvme);
+  EXPECT_GT(nvme, 0);
+  // Outputs not wanted may be NULL.
+  EXPECT_EQ(zero_model_state_bytes(4096, 8, 1, 4, 4, 8, ZERO_OFFLOAD_NONE, 0, 1, nullptr,
+                                   nullptr, nullptr),
+            ZERO_OK);
+}
+
+TEST(CapiFormula, BadInputIsNamed) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    double psi;
+    int ranks, stage;
+    double p, k;
+    int offload, nvme, accumulation;
+    const char* named;
+  };
+  const Case cases[] = {
+      {-1, 4, 3, 2, 12, ZERO_OFFLOAD_NONE, 0, 1, "psi is -1"},
+      {nan, 4, 3, 2, 12, ZERO_OFFLOAD_NONE, 0, 1, "psi is nan"},
+      {100, 0, 3, 2, 12, ZERO_OFFLOAD_NONE, 0, 1, "ranks is 0"},
+      {100, 4, 4, 2, 12, ZERO_OFFLOAD_NONE, 0, 1, "stage is 4"},
+      {100, 4, 3, -2, 12, ZERO_OFFLOAD_NONE, 0, 1, "param_bytes is -2"},
+      {100, 4, 3, 2, INFINITY, ZERO_OFFLOAD_NONE, 0, 1, "optimizer_bytes is inf"},
+      {100, 4, 3, 2, 12, 7, 0, 1, "offload code 7"},
+      {100, 4, 2, 2, 12, ZERO_OFFLOAD_PARAMETERS, 0, 1, "parameter offload"},
+      {100, 4, 3, 2, 12, ZERO_OFFLOAD_NONE, 1, 1, "nvme needs offload"},
+      {100, 4, 3, 2, 12, ZERO_OFFLOAD_NONE, 0, 0, "accumulation is 0"},
+  };
+  for (const Case& c : cases) {
+    double device = -7;
+    EXPECT_EQ(zero_model_state_bytes(c.psi, c.ranks, c.stage, c.p, c.p, c.k, c.offload, c.nvme,
+                                     c.accumulation, &device, nullptr, nullptr),
+              ZERO_INVALID_ARGUMENT)
+        << c.named;
+    EXPECT_NE(LastError().find(c.named), std::string::npos) << LastError();
+    EXPECT_EQ(device, -7) << "an output was written on error";
+  }
+}
+
+}  // namespace
