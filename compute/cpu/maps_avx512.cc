@@ -1,20 +1,9 @@
 // Built with -mavx512f -ffp-contract=off; runs only where
 // IsSupported(CpuIsa::kAvx512).
 
-// Bit-identical results across SIMD levels need every mul and add rounded on
-// its own. BUILD passes -ffp-contract=off; this keeps it so for any build.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "compute/cpu/level_file.h"  // first: its pragmas cover the whole file
 
 #include "compute/cpu/map_table.h"
-
-// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* seeds the
-// masked builtins) wherever they inline into our code: a known false positive.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 
 #if defined(__AVX512F__)
 #include "compute/cpu/maps_impl.h"

@@ -1,10 +1,6 @@
 // Built with -mavx2 -mf16c; runs only where IsSupported(CpuIsa::kAvx2).
 
-// Bit-identical results across SIMD levels need every mul and add rounded on
-// its own. BUILD passes -ffp-contract=off; this keeps it so for any build.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "compute/cpu/level_file.h"  // first: its pragmas cover the whole file
 
 #include "optimizers/cpu/kernel_table.h"
 
