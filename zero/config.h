@@ -27,6 +27,11 @@ struct EngineConfig {
   int stage = 0;
   // Micro-batches per optimizer step.
   int gradient_accumulation_steps = 1;
+  // The step's gradient is the mean of its micro-batches' (true: each
+  // micro-batch's loss is a mean, as in a plain loop) or their sum (false:
+  // the caller already divided each micro-batch's loss by their count, as
+  // transformers.Trainer does; DeepSpeed's scale_wrt_gas=False).
+  bool average_micro_batches = true;
   // Elements per reduction bucket (DeepSpeed's reduce_bucket_size, 5e8).
   // Parameters are grouped into units of about this size, in order; a unit
   // is reduced as soon as backward has produced all of its gradients.

@@ -164,6 +164,7 @@ absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
   RETURN_IF_ERROR(ReadObject(
       doc, "config",
       {Uint("stage", &c.stage), Uint("gradient_accumulation_steps", &c.gradient_accumulation_steps),
+       Bool("average_micro_batches", &c.average_micro_batches),
        Uint("bucket_elements", &c.bucket_elements), Double("max_grad_norm", &c.max_grad_norm),
        Choice<DType>("param_dtype",
                      {{"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}},

@@ -206,7 +206,8 @@ class Engine {
   // Update (engine_step.cc): the owned piece of `unit` (stage 0: all of it)
   // on stream(), then (stages 1-2) made whole on every rank again.
   absl::Status UpdateUnit(int unit, GradScale grad_scale);
-  // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees.
+  // 1 / (ranks x micro-batches x loss scale): the mean the optimizer sees
+  // (micro-batches 1 without config().average_micro_batches).
   float MeanGradScale() const;
   absl::Status SkipStep();
   // Orders stream() after everything on the communication stream so far.

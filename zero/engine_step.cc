@@ -71,8 +71,9 @@ absl::Status Engine::SkipStep() {
 
 float Engine::MeanGradScale() const {
   // In double: world x accumulation overflowed an int (a scale of 1/0).
-  const double terms =
-      double(ctx_->layout.world_size()) * double(ctx_->config.gradient_accumulation_steps);
+  const double micro_batches =
+      ctx_->config.average_micro_batches ? double(ctx_->config.gradient_accumulation_steps) : 1.0;
+  const double terms = double(ctx_->layout.world_size()) * micro_batches;
   if (scaler_) return static_cast<float>(1.0 / (terms * scaler_->scale()));
   return 1.0f / static_cast<float>(terms);
 }

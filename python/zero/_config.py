@@ -169,6 +169,11 @@ def engine_config(config, world_size):
         options["ordered_reductions"] = own.take("ordered_reductions", bool, True)
         options["fetch_granularity"] = own.take("fetch_granularity", str, "module",
                                                 lambda v: v in ("module", "block"))
+        # False: each micro-batch's loss is already divided by their count
+        # (transformers.Trainer), so the step sums the micro-batches.
+        average = own.take("average_micro_batches", bool, True)
+        if not average:
+            engine["average_micro_batches"] = False
         own.done()
     reader.done()
     return engine, options

@@ -164,6 +164,41 @@ class Engine:
                     "loading the checkpoint '%s'" % path)
         self.order.after_engine()
 
+    # ---- the owned state, parameter by parameter (_optim_state.py) ----
+    def owned_piece(self, index):
+        """(begin, count, planes): this rank's elements [begin, begin + count)
+        of parameter `index`, flattened; planes = 1 (masters) + the
+        optimizer's state buffers."""
+        begin, count, planes = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_int()
+        self._check(self._lib.zero_engine_owned_piece(self.handle, index, ctypes.byref(begin),
+                                                      ctypes.byref(count), ctypes.byref(planes)),
+                    "finding this rank's piece of parameter %d" % index)
+        return begin.value, count.value, planes.value
+
+    def owned_read(self, index, plane, begin, count):
+        """Elements [begin, begin + count) of plane `plane` (0: fp32 masters, 1 +
+        i: optimizer state i) of parameter `index`, as a new fp32 CPU tensor."""
+        out = torch.zeros(count, dtype=torch.float32)
+        self.order.before_engine()
+        self._check(self._lib.zero_engine_owned_read(self.handle, index, plane, begin, count,
+                                                     out.data_ptr()),
+                    "reading the optimizer state of parameter %d" % index)
+        return out
+
+    def owned_write(self, index, plane, begin, values):
+        values = values.detach().to("cpu", torch.float32).contiguous().view(-1)
+        self.order.before_engine()
+        self._check(self._lib.zero_engine_owned_write(self.handle, index, plane, begin,
+                                                      values.numel(), values.data_ptr()),
+                    "writing the optimizer state of parameter %d" % index)
+
+    def restore(self, steps):
+        """Collective, after owned_write on every rank: rebuilds the
+        parameters from the masters and resumes at step count `steps`."""
+        self._check(self._lib.zero_engine_restore(self.handle, int(steps)),
+                    "restoring the optimizer state")
+        self.order.after_engine()
+
     def close(self):
         lib = self._lib
         if self.handle:

@@ -20,7 +20,7 @@ import torch
 
 # zero_engine.h's ZERO_ABI_VERSION_MAJOR, _MINOR that these tables follow: a
 # library of another major, or an older minor, is refused when loaded.
-ABI_VERSION = (1, 0)
+ABI_VERSION = (1, 1)
 
 F16, F32, BF16 = 6, 7, 9  # NCCL's dtype codes, as the C ABI uses them
 SUM, MAX, AVG = 0, 2, 4
@@ -92,6 +92,10 @@ SIGNATURES = {
     "zero_engine_set_lr": (_i, [_p, _i, _d]),
     "zero_engine_loss_scale": (_i, [_p, _out(_d)]),
     "zero_engine_stats_json": (_i, [_p, _s, _sz, _out(_sz)]),
+    "zero_engine_owned_piece": (_i, [_p, _i, _out(_sz), _out(_sz), _out(_i)]),
+    "zero_engine_owned_read": (_i, [_p, _i, _i, _sz, _sz, _p]),
+    "zero_engine_owned_write": (_i, [_p, _i, _i, _sz, _sz, _p]),
+    "zero_engine_restore": (_i, [_p, ctypes.c_int64]),
     "zero_engine_save": (_i, [_p, _s, _s, _sz, _out(_sz)]),
     "zero_engine_save_start": (_i, [_p, _s]),
     "zero_engine_save_wait": (_i, [_p, _s, _sz, _out(_sz)]),

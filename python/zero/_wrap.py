@@ -11,7 +11,7 @@ ZeroGrad. Stage 3 is _stage3.py."""
 import torch
 import torch.distributed as dist
 
-from . import _config, _lib
+from . import _config, _lib, _optim_state
 from ._checkpoint import load_state_dict, named_state_keys
 from ._engine import Engine
 from ._lib import ZeroError
@@ -318,12 +318,19 @@ class ZeroOptimizer(torch.optim.Optimizer):
         return self._zero_state.engine.loss_scale()
 
     def state_dict(self):
-        raise ZeroError("the optimizer's state is sharded across processes: save and load it "
-                        "with zero.save_checkpoint / zero.load_checkpoint")
+        """This process's pieces of the optimizer state in torch's form
+        (_optim_state.py says which); not collective."""
+        return _optim_state.state_dict(self._zero_state, self.param_groups)
+
+    def full_state_dict(self):
+        """Collective: the whole optimizer state on every process, as torch's
+        own optimizer would return it (plus the fp32 masters)."""
+        return _optim_state.full_state_dict(self._zero_state, self.param_groups)
 
     def load_state_dict(self, state_dict):
-        raise ZeroError("the optimizer's state is sharded across processes: save and load it "
-                        "with zero.save_checkpoint / zero.load_checkpoint")
+        """Collective: a state_dict of state_dict(), full_state_dict() or a
+        plain torch optimizer, at any process count its pieces allow."""
+        _optim_state.load_state_dict(self._zero_state, self.param_groups, state_dict)
 
 
 def wrap(model, optimizer, config=None, group=None):
@@ -363,6 +370,11 @@ def wrap(model, optimizer, config=None, group=None):
         forward = model.forward
         model.forward = lambda *a, **k: state.stage3.run_forward(forward, a, k)
     model._zero_state = state
+    # Accelerate (and so transformers.Trainer) wraps a model it has not
+    # prepared in DistributedDataParallel, which would reduce every gradient
+    # a second time: this is its own mark for a model already set up to
+    # train distributed.
+    model._is_accelerate_prepared = True
     model.load_state_dict = lambda *a, **k: _load_state_dict(model, *a, **k)
     return model, ZeroOptimizer(state, optimizer)
 

@@ -19,9 +19,9 @@ def _c_types(lib):
     use: scalars as themselves, handles and data pointers as c_void_p
     (Python passes addresses), out-parameters as POINTER(...)."""
     p, i, sz, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_double
-    types = {"int": i, "double": d, "size_t": sz, "void": None,
+    types = {"int": i, "double": d, "size_t": sz, "int64_t": ctypes.c_int64, "void": None,
              "const char*": ctypes.c_char_p, "char*": ctypes.c_char_p,
-             "void*": p, "const void*": p, "const float*": p, "void**": _P(p),
+             "void*": p, "const void*": p, "const float*": p, "float*": p, "void**": _P(p),
              "int*": _P(i), "size_t*": _P(sz), "double*": _P(d),
              "const zero_param_spec*": _P(lib.ParamSpec),
              "const zero_collectives*": _P(lib.Collectives)}

@@ -23,6 +23,7 @@
 #define ZERO_CAPI_ZERO_ENGINE_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +33,7 @@ extern "C" {
  * (a caller must not use a library of another major); the minor when
  * something is added (a caller needs a library of at least its minor). */
 #define ZERO_ABI_VERSION_MAJOR 1
-#define ZERO_ABI_VERSION_MINOR 0
+#define ZERO_ABI_VERSION_MINOR 1
 
 /* absl::StatusCode's numbers. */
 enum zero_status {
@@ -141,7 +142,9 @@ typedef struct zero_param_spec {
 
 /* Collective over `comm`: every rank with the same parameters and config.
  * `config_json` is one object; every key is optional except "optimizer":
- *   stage (0-3), gradient_accumulation_steps, bucket_elements,
+ *   stage (0-3), gradient_accumulation_steps, average_micro_batches
+ *   (default true; false: the step's gradient is the micro-batches' sum),
+ *   bucket_elements,
  *   max_grad_norm (0: off), param_dtype ("f32", "bf16", "f16"),
  *   reduce_chunk_elements, loss_scaler {initial_scale, growth_factor,
  *   backoff_factor, growth_interval, hysteresis, min_scale,
@@ -216,6 +219,30 @@ int zero_engine_loss_scale(zero_engine_t engine, double* scale);
  * and the full length plus one to *needed: call again with a larger buffer
  * when *needed > size. */
 int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size_t* needed);
+
+/* ---- The owned state, parameter by parameter (ABI 1.1): zero/owned_state.h ----
+ * What a framework's optimizer state_dict needs: each rank owns a piece of
+ * every parameter's model state (fp32 master weights and the optimizer's
+ * state buffers), elements [*begin, *begin + *count) of the parameter
+ * flattened (*count 0: none here), with *planes planes: plane 0 the
+ * masters, plane 1 + i optimizer state i (adam/adamw: exp_avg, exp_avg_sq;
+ * sgd with momentum: momentum_buffer). Between steps, on the engine's
+ * thread. */
+int zero_engine_owned_piece(zero_engine_t engine, int param, size_t* begin, size_t* count,
+                            int* planes);
+/* Copies elements [begin, begin + count) of parameter `param` (within this
+ * rank's piece) of plane `plane` into / from `values` (fp32, host memory).
+ * Written values take effect, with everything derived from them (the
+ * parameters, whole or gathered, and model-dtype copies), at
+ * zero_engine_restore, which every rank must call after writing. */
+int zero_engine_owned_read(zero_engine_t engine, int param, int plane, size_t begin,
+                           size_t count, float* values);
+int zero_engine_owned_write(zero_engine_t engine, int param, int plane, size_t begin,
+                            size_t count, const float* values);
+/* Collective, every rank with the same `steps`: rebuilds what derives from
+ * the owned state and resumes at step count `steps` (the loss scale kept);
+ * gradients in flight are dropped. */
+int zero_engine_restore(zero_engine_t engine, int64_t steps);
 
 /* ---- Checkpoints: zero/checkpoint/checkpoint.h ----
  * Collective, between steps, every rank with the same `root`: writes this
