@@ -51,6 +51,38 @@ def _groups_of(model_params, optimizer):
     return group_of
 
 
+# What the engine holds of a trainable parameter: dense floating point it
+# converts to the config's precision without loss. float64 would lose bits
+# silently (the engine's masters are fp32).
+_SERVABLE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _refuse_unservable(model, named):
+    """A ZeroError at wrap, naming the parameter, for what the engine cannot
+    hold or the hooks cannot reduce, instead of a failure inside backward or
+    a silent cast."""
+    for module_name, module in model.named_modules():
+        if getattr(module, "sparse", False) is True and any(
+                p.requires_grad for p in module.parameters(recurse=False)):
+            raise ZeroError("module '%s' (%s) has sparse=True: zero reduces dense gradients "
+                            "only; build it with sparse=False" % (module_name or "<model>",
+                                                                  type(module).__name__))
+    for name, p in named:
+        if not p.requires_grad:
+            continue
+        if p.layout != torch.strided:
+            raise ZeroError("parameter '%s' is %s: zero holds dense (strided) parameters only"
+                            % (name, p.layout))
+        if type(p.data) is not torch.Tensor:
+            raise ZeroError("parameter '%s' is a %s: zero.wrap takes a model with plain "
+                            "tensors (not one already sharded)" % (name, type(p).__name__))
+        if p.dtype not in _SERVABLE_DTYPES:
+            raise ZeroError("parameter '%s' is %s: zero trains float32, bfloat16 and float16 "
+                            "parameters (its precision comes from the config: fp32 masters, "
+                            "bf16/fp16 compute); convert the model first, e.g. model.float()"
+                            % (name, p.dtype))
+
+
 class _State:
     """Everything wrap sets up for one model (model._zero_state)."""
 
@@ -64,6 +96,7 @@ class _State:
         self.dtype = _DTYPES[engine_cfg.get("param_dtype", "f32")]
         named = list(model.named_parameters())
         self.named = named
+        _refuse_unservable(model, named)
         group_of = _groups_of(named, optimizer)
         self._register(model, named, group_of, options.get("fetch_granularity", "module"))
         _cast_rest(model, self.by_param, self.dtype)
@@ -138,6 +171,16 @@ class _State:
     def begin_backward(self):
         if self.in_backward:
             return
+        done = self.engine.stats()["micro_batches"]
+        if done >= self.accumulation:
+            # Refused here, before the engine would: its refusal fails the
+            # process group (a peer may be inside a collective), this one
+            # leaves everything as it was.
+            raise ZeroError(
+                "loss.backward(): %d backward passes since the last optimizer.step(), and "
+                "gradient_accumulation_steps is %d: call optimizer.step() after every %d (or "
+                "set gradient_accumulation_steps in the config)"
+                % (done + 1, self.accumulation, self.accumulation))
         self.sync_lr()  # before any gradient: offload may step units during backward
         torch.autograd.Variable._execution_engine.queue_callback(self.end_backward)
         self.in_backward = True
@@ -172,6 +215,26 @@ class _State:
         self.got.clear()
         if self.stage3 is not None:
             self.stage3.end_backward()
+
+    def check_step(self):
+        """What optimizer.step() can tell before the engine, which would
+        refuse in its own terms (modules still fetched, micro-batch counts)
+        and fail the process group."""
+        if self.in_backward or self.got:
+            raise ZeroError("optimizer.step(): the last backward pass did not finish (it "
+                            "raised): call optimizer.zero_grad() to drop its gradients, then "
+                            "run forward and backward again")
+        if self.stage3 is not None and any(self.stage3.count):
+            raise ZeroError("optimizer.step() called inside the model's forward")
+        done = self.engine.stats()["micro_batches"]
+        if done == 0:
+            raise ZeroError("optimizer.step() with no loss.backward() since the last step "
+                            "(or zero_grad)")
+        if done < self.accumulation:
+            raise ZeroError("optimizer.step() after %d backward pass%s, and "
+                            "gradient_accumulation_steps is %d: call loss.backward() once per "
+                            "micro-batch first" % (done, "" if done == 1 else "es",
+                                                   self.accumulation))
 
     def check_between_steps(self, what):
         if self.in_backward or self.got:
@@ -303,9 +366,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if closure is not None:
             raise ZeroError("optimizer.step(closure) is not supported")
-        self._zero_state.check_trainable()
-        self._zero_state.sync_lr()
-        self._zero_state.engine.step()
+        state = self._zero_state
+        state.check_trainable()
+        state.sync_lr()
+        state.check_step()
+        state.engine.step()
 
     def zero_grad(self, set_to_none=True):
         self._zero_state.engine.zero_grad()
@@ -338,6 +403,10 @@ def wrap(model, optimizer, config=None, group=None):
         raise ZeroError("this model is already wrapped by zero.wrap")
     if isinstance(optimizer, ZeroOptimizer):
         raise ZeroError("this optimizer is already wrapped by zero.wrap")
+    if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) or \
+            type(model).__name__ == "FullyShardedDataParallel":
+        raise ZeroError("the model is already inside %s, which reduces the gradients itself: "
+                        "pass the module it wraps (model.module)" % type(model).__name__)
     for name, p in model.named_parameters():
         if getattr(p, "_zero_wrapped", False):
             raise ZeroError("parameter '%s' already belongs to a model wrapped by zero.wrap (a "

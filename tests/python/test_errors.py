@@ -91,13 +91,6 @@ def test_bad_config_key(config, match):
     _raises(match, model, opt, config)
 
 
-def test_optimizer_state_dict_points_to_checkpoints():
-    model, opt = _model_and_adamw()
-    model, opt = zero.wrap(model, opt, {})
-    with pytest.raises(zero.ZeroError, match="zero.save_checkpoint"):
-        opt.state_dict()
-
-
 def test_checkpoint_calls_on_an_unwrapped_model(tmp_path):
     for call in (lambda m: zero.save_checkpoint(m, tmp_path), zero.state_dict,
                  lambda m: zero.load_state_dict(m, {}), zero.memory_summary):
@@ -143,12 +136,12 @@ def test_lr_change_takes_effect_next_step():
     assert all(torch.equal(before[n], after[n]) for n in before)  # AdamW with lr 0
 
 
-def test_engine_errors_surface_as_zero_errors():
+def test_a_step_short_of_its_micro_batches_is_refused():
     model, opt = _model_and_adamw()
     model, opt = zero.wrap(model, opt, {"gradient_accumulation_steps": 2})
     x, y = batch(0, 0, 0)
     loss_fn(model(x), y).backward()
-    with pytest.raises(zero.ZeroError, match="step failed"):
+    with pytest.raises(zero.ZeroError, match=r"optimizer.step\(\) after 1 backward pass"):
         opt.step()  # one micro-batch of two
 
 
