@@ -98,23 +98,25 @@ class ZeroStrategy(DDPStrategy):
     # ---- setup: zero.wrap where DDPStrategy wraps in DistributedDataParallel ----
     def setup(self, trainer):
         self.accelerator.setup(trainer)
-        fitting = trainer.state.fn == TrainerFn.FITTING
-        if fitting and self._layer_sync and not _wrapped(self.model):
-            self.model = self._layer_sync.apply(self.model)
-        # No precision_plugin.convert_module: with bf16 zero.wrap casts the
-        # parameters (keeping fp32 masters of their initial values) and the
-        # buffers itself; a wrapped model's parameters alias the engine's.
-        if not _wrapped(self.lightning_module):
-            self.model_to_device()
-        if fitting:
+        if trainer.state.fn == TrainerFn.FITTING:
             if _wrapped(self.lightning_module):
                 raise ZeroError("ZeroStrategy: this LightningModule was wrapped by an earlier fit "
                                 "(zero.wrap holds its parameters): fit a new instance, resuming "
                                 "with ckpt_path=")
+            if self._layer_sync:
+                self.model = self._layer_sync.apply(self.model)
+            # No precision_plugin.convert_module: with bf16 zero.wrap casts
+            # the parameters (keeping fp32 masters of their initial values)
+            # and the buffers itself.
+            self.model_to_device()
             self.setup_optimizers(trainer)
             self._wrap(trainer)
         elif not _wrapped(self.lightning_module):
-            _sync_module_states(self.model)  # as DDPStrategy outside fit
+            # As DDPStrategy outside fit. A module wrapped by an earlier fit
+            # stays as it is: its parameters are the engine's memory.
+            self.model = self.precision_plugin.convert_module(self.model)
+            self.model_to_device()
+            _sync_module_states(self.model)
         self.setup_precision_plugin()
 
     def _wrap(self, trainer):
@@ -140,13 +142,15 @@ class ZeroStrategy(DDPStrategy):
             if trainer.gradient_clip_algorithm not in (None, "norm"):
                 raise ZeroError("ZeroStrategy: Trainer(gradient_clip_algorithm=%r) is not "
                                 "supported: the engine clips by the global norm ('norm')"
-                                % str(trainer.gradient_clip_algorithm))
+                                % getattr(trainer.gradient_clip_algorithm, "value",
+                                          trainer.gradient_clip_algorithm))
             settings["gradient_clipping"] = (float(trainer.gradient_clip_val),
                                              "Trainer(gradient_clip_val)")
         plugin = self.precision_plugin
         bf16 = _PRECISIONS[(type(plugin), plugin.precision)]
         config = self.zero_config
-        asked = {flag: bool(config.get(flag, {}).get("enabled")) for flag in ("bf16", "fp16")}
+        asked = {flag: isinstance(config.get(flag), dict) and bool(config[flag].get("enabled"))
+                 for flag in ("bf16", "fp16")}
         if asked["fp16"] or (asked["bf16"] and not bf16):
             raise ZeroError("ZeroStrategy: zero_config enables %s but Trainer(precision=%r): "
                             "pass precision='bf16-mixed' or 'bf16-true' for bf16 (fp16 is not "
@@ -203,6 +207,11 @@ class ZeroStrategy(DDPStrategy):
         if result is None and model.automatic_optimization:
             raise ZeroError("ZeroStrategy: training_step returned None (skipping the batch): the "
                             "engine steps over every micro-batch's gradients on every process")
+        stage3 = optimizer._zero_state.stage3
+        if stage3 is not None:
+            # Manual optimization steps inside training_step: inside the
+            # stage 3 root frame _in_forward opened.
+            stage3.release_root()
         optimizer.step(**kwargs)
         for config in self.lr_scheduler_configs:
             # torch's mark that step ran, on the optimizer the scheduler was

@@ -7,7 +7,8 @@ Every run: 2 epochs of 3 optimizer steps (accumulate_grad_batches=2,
 gradient_clip_val, AdamW in two param groups, a per-step LambdaLR), a
 validation at each epoch's end, and ModelCheckpoint after each epoch. Then:
 the stage 3 run resumed from its epoch-0 checkpoint folder, stage 2
-resumed from DDP's plain epoch-0 file, a bf16-mixed run, and two settings
+resumed from DDP's plain epoch-0 file, manual optimization (one epoch,
+DDP and stage 3), a bf16-mixed run, and two settings
 ZeroStrategy refuses (a configure_gradient_clipping override, an epoch
 that ends inside an accumulation window)."""
 
@@ -51,6 +52,24 @@ class OwnClipping(LitGPT):
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None,
                                     gradient_clip_algorithm=None):
         self.clip_gradients(optimizer, 0.1, "value")
+
+
+class Manual(LitGPT):
+    """Manual optimization: the step runs inside training_step (at stage 3,
+    inside the frame that gathers parameters read outside their modules)."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        optimizer = self.optimizers()
+        loss = super().training_step(batch, batch_idx)
+        self.manual_backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+        self.lr_schedulers().step()
+        return {"loss": loss.detach()}
 
 
 def loader(rows, seed):
@@ -120,6 +139,9 @@ def main():
                           resume=out["zero3"]["checkpoint"])
     out["from_ddp"] = fit(root, "from_ddp", ZeroStrategy(stage=2),
                           resume=out["ddp"]["checkpoint"])
+    manual = dict(module=Manual, max_epochs=1, accumulate_grad_batches=1, gradient_clip_val=None)
+    out["manual_ddp"] = fit(root, "manual_ddp", DDPStrategy(process_group_backend="gloo"), **manual)
+    out["manual3"] = fit(root, "manual3", ZeroStrategy(stage=3), **manual)
     out["bf16"] = fit(root, "bf16", ZeroStrategy(stage=2), precision="bf16-mixed")
     out["layout"] = sorted(os.listdir(out["zero3"]["checkpoint"]))
     out["refused_clip"] = refused(root, "clip", ZeroStrategy(stage=2), module=OwnClipping)

@@ -1,7 +1,7 @@
 """zero.lightning.ZeroStrategy against Lightning's own DDPStrategy, on the
 example GPT (lightning_worker.py under torchrun, 2 processes, gloo): every
 micro-batch's loss, the lr of every step and the validation losses agree
-at stages 0-3; a run resumed from ZeroStrategy's checkpoint folder
+at stages 0-3, and with manual optimization at stage 3; a run resumed from ZeroStrategy's checkpoint folder
 continues the uninterrupted run exactly, one resumed from DDP's plain file
 within the tolerance; bf16-mixed trains; what the engine cannot do is
 refused with a message naming what the user set.
@@ -89,6 +89,13 @@ def test_the_folder_holds_a_plain_lightning_checkpoint(runs):
     for name, value in ddp.items():
         assert torch.equal(mine[name], stage2[name]), name
         assert torch.allclose(mine[name], value, rtol=0, atol=1e-4), name
+
+
+def test_manual_optimization_matches_ddp(runs):
+    mine, ddp = runs["manual3"], runs["manual_ddp"]
+    assert len(mine["losses"]) == MICRO_BATCHES // 2 and len(mine["lrs"]) == MICRO_BATCHES // 2
+    close(mine["losses"], ddp["losses"])
+    assert mine["lrs"] == ddp["lrs"]
 
 
 def test_bf16_mixed_trains(runs):
