@@ -45,7 +45,8 @@ class LitGPT(pl.LightningModule):
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(param_groups(self.net), lr=3e-3)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 class OwnClipping(LitGPT):

@@ -1,10 +1,11 @@
 """zero.lightning.ZeroStrategy against Lightning's own DDPStrategy, on the
 example GPT (lightning_worker.py under torchrun, 2 processes, gloo): every
 micro-batch's loss, the lr of every step and the validation losses agree
-at stages 0-3, and with manual optimization at stage 3; a run resumed from ZeroStrategy's checkpoint folder
-continues the uninterrupted run exactly, one resumed from DDP's plain file
-within the tolerance; bf16-mixed trains; what the engine cannot do is
-refused with a message naming what the user set.
+at stages 0-3, and with manual optimization at stage 3; a run resumed from
+ZeroStrategy's checkpoint folder continues the uninterrupted run exactly,
+one resumed from DDP's plain file within the tolerance; bf16-mixed trains;
+what the engine cannot do is refused with a message naming what the user
+set.
 
 The tolerance: DDP averages gradients with gloo's all-reduce, zero with its
 rank-order reduce-scatter; the sums differ in their last bits, and six
@@ -112,7 +113,8 @@ def test_what_the_engine_cannot_do_is_refused(runs):
 
 
 def test_fp16_is_refused_when_the_trainer_is_built():
-    with pytest.raises(zero.ZeroError, match=re.escape("Trainer(precision='16-true') is not supported")):
+    refusal = re.escape("Trainer(precision='16-true') is not supported")
+    with pytest.raises(zero.ZeroError, match=refusal):
         pl.Trainer(strategy=ZeroStrategy(stage=2), accelerator="cpu", devices=2,
                    precision="16-true")
 
@@ -123,7 +125,8 @@ def test_two_stages_are_refused():
 
 
 def test_import_zero_does_not_import_lightning():
-    code = "import sys, zero; print('lightning' in sys.modules, 'zero.lightning' in sys.modules)"
+    code = ("import sys, zero; "
+            "print('lightning' in sys.modules, 'zero.lightning' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == ["False", "False"]
