@@ -56,6 +56,23 @@ def load(config):
     raise ZeroError("config must be a dict or a JSON file path, not %s" % type(config).__name__)
 
 
+def framework_config(config, settings):
+    """A loaded config with what a training framework's own arguments say
+    filled in: `settings` is {key: (value, the argument that says it)}; the
+    config holding another value is a ZeroError (set it in one place). The
+    frameworks (transformers.Trainer, Lightning) divide each micro-batch's
+    loss by their count themselves, so the engine sums micro-batches."""
+    config = dict(config)
+    for key, (value, where) in settings.items():
+        if key in config and config[key] != value:
+            raise ZeroError("zero_config's '%s' is %r but %s says %r: set it in one place"
+                            % (key, config[key], where, value))
+        config[key] = value
+    own = dict(config.get("zero", {}))
+    own["average_micro_batches"] = False
+    config["zero"] = own
+    return config
+
 _num = (int, float)
 _count = lambda v: v >= 0 and int(v) == v  # noqa: E731 - DeepSpeed writes 5e8 for counts
 

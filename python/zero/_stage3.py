@@ -26,6 +26,8 @@ engine has their module gathered, when they alias the gathered memory.
   (until its gradients have arrived) instead of released at the end of its
   forward. The fetch-on-use mode is active during recomputation too."""
 
+import contextlib
+
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -150,6 +152,27 @@ class Stage3:
                 return forward(*args, **kwargs)
         finally:
             self._leave()
+
+    def release_root(self):
+        """Between the module calls of a root frame (a Lightning
+        training_step that steps the optimizer itself, after its backward):
+        what the root fetched on use is released, since the engine steps
+        only with every module released. The next use fetches it again."""
+        if len(self.frames) == 1 and not self.roots:
+            for m in reversed(self.frames[0]):
+                self.release(m)
+            self.frames[0].clear()
+
+    @contextlib.contextmanager
+    def unfetched(self):
+        """The wrapper's own touches of the parameters (requires_grad, grad
+        = None) need no data: inside a root frame the mode lets them pass
+        instead of gathering every module."""
+        busy, self.busy = self.busy, True
+        try:
+            yield
+        finally:
+            self.busy = busy
 
     def ensure(self, values):
         if self.busy:

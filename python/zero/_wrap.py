@@ -8,6 +8,8 @@ in-place gradient view is issue 10's) and drop p.grad. optimizer.step() is
 the engine's Step, with the param groups' current lr; zero_grad() its
 ZeroGrad. Stage 3 is _stage3.py."""
 
+import contextlib
+
 import torch
 import torch.distributed as dist
 
@@ -243,6 +245,11 @@ class _State:
             raise ZeroError("%s: called inside the model's forward (call it between steps)"
                             % what)
 
+    def unfetched(self):
+        """Stage 3: reading requires_grad or dropping .grad inside a forward
+        (Lightning's manual optimization) gathers nothing."""
+        return self.stage3.unfetched() if self.stage3 is not None else contextlib.nullcontext()
+
     def sync_lr(self):
         for i, group in enumerate(self.param_groups):
             for key, value in self.optimizer_cfg["groups"][i].items():
@@ -367,7 +374,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         if closure is not None:
             raise ZeroError("optimizer.step(closure) is not supported")
         state = self._zero_state
-        state.check_trainable()
+        with state.unfetched():
+            state.check_trainable()
         state.sync_lr()
         state.check_step()
         state.engine.step()
@@ -375,8 +383,9 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none=True):
         self._zero_state.engine.zero_grad()
         self._zero_state.abandon_backward()
-        for e in self._zero_state.entries:
-            e.param.grad = None
+        with self._zero_state.unfetched():
+            for e in self._zero_state.entries:
+                e.param.grad = None
 
     def loss_scale(self):
         """fp16: multiply the loss by this before backward (1 otherwise)."""

@@ -44,23 +44,15 @@ PARAM_GROUPS = "optimizer_param_groups.pt"
 def engine_config(zero_config, args):
     """zero_config (a DeepSpeed-style dict or JSON path) with what
     TrainingArguments `args` say filled in; a conflict is an error."""
-    config = dict(_config.load(zero_config))
-
-    def fill(key, value):
-        if key in config and config[key] != value:
-            raise ZeroError("zero_config's '%s' is %r but TrainingArguments say %r: set it in "
-                            "one place" % (key, config[key], value))
-        config[key] = value
-
-    fill("gradient_accumulation_steps", args.gradient_accumulation_steps)
-    if args.max_grad_norm and "gradient_clipping" not in config:
-        config["gradient_clipping"] = float(args.max_grad_norm)
+    config = _config.load(zero_config)
+    settings = {"gradient_accumulation_steps": (args.gradient_accumulation_steps,
+                                                "TrainingArguments.gradient_accumulation_steps")}
     for flag in ("bf16", "fp16"):
         if getattr(args, flag):
-            fill(flag, {**config.get(flag, {}), "enabled": True})
-    own = dict(config.get("zero", {}))
-    own["average_micro_batches"] = False  # the Trainer divides each micro-batch's loss
-    config["zero"] = own
+            settings[flag] = ({**config.get(flag, {}), "enabled": True}, "TrainingArguments." + flag)
+    config = _config.framework_config(config, settings)
+    if args.max_grad_norm and "gradient_clipping" not in config:
+        config["gradient_clipping"] = float(args.max_grad_norm)
     return config
 
 
