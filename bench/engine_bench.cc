@@ -117,7 +117,12 @@ absl::Status RankStep(Engine& e, const std::vector<float>& grad, size_t& peak,
       RETURN_IF_ERROR(e.Release(params[id].module));
     }
   }
-  return e.Step();
+  RETURN_IF_ERROR(e.Step());
+  // Step is stream-ordered: it returns once the update is enqueued. A loop
+  // reads its loss once a step (a host wait for the compute stream), so a
+  // step ends when the stream has run it; the communication stream's
+  // all-gathers after the update may still overlap the next forward.
+  return e.stream()->Synchronize();
 }
 
 // One training step on every rank. Returns rank 0's peak of gathered
@@ -223,8 +228,8 @@ std::map<std::string, double>& ScheduleBounds() {  // "stage/layers" -> bound
   return *bounds;
 }
 
-// The steady state: one iteration is one step, from one return of Step to
-// the next on every rank (Step waits for the stream on host devices, and
+// The steady state: one iteration is one step, from the end of one step to
+// the next on every rank (RankStep waits for the compute stream after Step;
 // the next step's forward overlaps the last one's all-gathers, as in a
 // training loop). Both streams are drained after the timed steps.
 void BM_Overlap(benchmark::State& state) {
@@ -273,7 +278,7 @@ BENCHMARK(BM_EngineStep)
 
 // Step times over stage 0's, offload over the device, and the overlap runs
 // beside their schedule's bound. No goal stated: only errors fail.
-void PrintSummary(const RatioReporter& reporter, Goals&) {
+void PrintSummary(const RatioReporter& reporter, Goals& goals) {
   const double base = reporter.seconds("BM_EngineStep/0/1/0/real_time");
   std::printf("\nstep time relative to stage 0 (8 ranks, local backend, same model):\n");
   for (const char* run : {"1/1", "2/1", "3/1", "3/0"}) {
@@ -298,11 +303,16 @@ void PrintSummary(const RatioReporter& reporter, Goals&) {
       const double overlapped = reporter.seconds(run + "1" + tail);
       const double serialized = reporter.seconds(run + "0" + tail);
       if (overlapped > 0 && serialized > 0) {
+        const double bound = ScheduleBounds()[stage + "/" + layers];
         std::printf("stage %s, %2s layers, communication equal to compute (simulated link): "
                     "step time overlapped / serialized = %.2f (goal <= 0.65, ideal 0.5, "
                     "this schedule's bound %.2f)\n",
-                    stage.c_str(), layers.c_str(), overlapped / serialized,
-                    ScheduleBounds()[stage + "/" + layers]);
+                    stage.c_str(), layers.c_str(), overlapped / serialized, bound);
+        // Where the schedule itself allows no better than 0.65 (few layers),
+        // the goal is the bound; 0.03 for a shared machine's noise.
+        goals.Check(overlapped / serialized <= std::max(0.65, bound) + 0.03,
+                    absl::StrCat("stage ", stage, ", ", layers, " layers: overlapped / "
+                                 "serialized <= max(0.65, schedule bound) + 0.03"));
       }
     }
   }
