@@ -72,8 +72,9 @@ def train(a, out, framework, resume=None):
         ddp_backend="gloo", disable_tqdm=True, max_grad_norm=1.0, **extra)
     m, data, timer = model(a.model, a.dim, a.layers), dataset(a.steps * 2 * a.global_batch), StepTimer()
     if framework.startswith("zero"):
+        config = {"zero_optimization": {"stage": int(framework[-1])}, "zero": json.loads(a.zero)}
         trainer = ZeroTrainer(model=m, args=args, train_dataset=data, callbacks=[timer],
-                              zero_config={"zero_optimization": {"stage": int(framework[-1])}})
+                              zero_config=config)
     else:
         trainer = transformers.Trainer(model=m, args=args, train_dataset=data, callbacks=[timer])
     trainer.train(resume_from_checkpoint=resume)
@@ -90,6 +91,9 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--root", default="/tmp/trainer_bench")
     p.add_argument("--resume", help="a run's root: resume its stage 3 checkpoint here")
+    p.add_argument("--zero", default="{}", help="zero's own options (the config's \"zero\" "
+                   "object, JSON), e.g. '{\"fetch_granularity\": \"block\"}'")
+    p.add_argument("--frameworks", default="ddp,fsdp,zero0,zero1,zero2,zero3")
     a = p.parse_args()
     rank0 = int(os.environ["RANK"]) == 0
     if a.resume:
@@ -102,7 +106,7 @@ def main():
                 print("resumed %.6f  uninterrupted %.6f  rel %.2e" % (got, want,
                                                                       abs(got / want - 1)))
         return
-    frameworks = ["ddp", "fsdp", "zero0", "zero1", "zero2", "zero3"]
+    frameworks = a.frameworks.split(",")
     losses, times = {}, {f: [] for f in frameworks}
     for _ in range(a.rounds):
         for f in frameworks:

@@ -60,11 +60,13 @@ class Stage3:
             for e in entries:
                 e.param.data = self.empty
 
-    # ---- fetch and release, counted here as in the engine ----
+    # ---- fetch and release, counted here; the engine sees 0 -> 1 and 1 -> 0 ----
+    # A nested use (a block's children, a module called twice) costs no call
+    # into the engine: on host devices each fetch is a wait for its stream.
     def fetch(self, m):
-        self.engine.fetch(m)
         self.count[m] += 1
         if self.count[m] == 1:
+            self.engine.fetch(m)
             self.busy = True
             try:
                 for e in self.members[m]:
@@ -84,7 +86,7 @@ class Stage3:
                     e.param.data = self.empty
             finally:
                 self.busy = False
-        self.engine.release(m)
+            self.engine.release(m)
 
     # ---- forward ----
     def install(self, model):
