@@ -78,7 +78,10 @@ def train(a, out, framework, resume=None):
     else:
         trainer = transformers.Trainer(model=m, args=args, train_dataset=data, callbacks=[timer])
     trainer.train(resume_from_checkpoint=resume)
-    return [h["loss"] for h in trainer.state.log_history if "loss" in h], timer.times[2:]
+    # A resumed Trainer's history holds the checkpoint's steps too.
+    after = a.steps // 2 if resume else 0
+    return ([h["loss"] for h in trainer.state.log_history if "loss" in h and h["step"] > after],
+            timer.times[2:])
 
 
 def main():
@@ -105,6 +108,9 @@ def main():
             for got, want in zip(losses, before["zero3"][-len(losses):]):
                 print("resumed %.6f  uninterrupted %.6f  rel %.2e" % (got, want,
                                                                       abs(got / want - 1)))
+            print("resumed at %s processes: %d steps, max rel %.2e" % (
+                os.environ["WORLD_SIZE"], len(losses),
+                max(abs(x / y - 1) for x, y in zip(losses, before["zero3"][-len(losses):]))))
         return
     frameworks = a.frameworks.split(",")
     losses, times = {}, {f: [] for f in frameworks}

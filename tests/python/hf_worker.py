@@ -94,7 +94,7 @@ def optim_sharded(root):
     """Stage 2 on 2 processes: each rank's state_dict holds its pieces and
     resumes bit for bit; the full form is saved for phase "resume", as is
     rank 1's sharded one (which one process cannot take alone)."""
-    from zero.examples.gpt import GPT, batch, loss_fn, param_groups
+    from zero.examples.gpt import GPT, param_groups, train_steps
     torch.manual_seed(0)
     m = GPT()
     m, opt = zero.wrap(m, torch.optim.AdamW(param_groups(m), lr=3e-3),
@@ -102,15 +102,7 @@ def optim_sharded(root):
     rank = int(os.environ["RANK"])
 
     def train(steps):
-        out = []
-        for step in steps:
-            x, y = batch(step, rank, 0)
-            loss = loss_fn(m(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
+        return train_steps(m, opt, steps, rank)
     train(range(2))
     sharded, full = opt.state_dict(), opt.full_state_dict()
     first = train(range(2, 4))

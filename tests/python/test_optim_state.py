@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zero
-from zero.examples.gpt import GPT, batch, loss_fn, param_groups
+from zero.examples.gpt import GPT, param_groups, train_steps
 
 
 def wrapped(stage=2, precision=None, model=None):
@@ -22,15 +22,7 @@ def wrapped(stage=2, precision=None, model=None):
 
 
 def train(model, opt, steps):
-    losses = []
-    for step in steps:
-        x, y = batch(step, 0, 0)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
-    return losses
+    return train_steps(model, opt, steps)
 
 
 def test_state_dict_is_what_torch_adamw_holds():

@@ -87,6 +87,22 @@ def param_groups(model, lr=3e-3):
             {"params": rest, "weight_decay": 0.0, "lr": lr * 0.5}]
 
 
+def train_steps(model, optimizer, steps, rank=0, scheduler=None):
+    """One micro-batch a step (this rank's batch of each step number in
+    `steps`): forward, backward, step, zero_grad; the losses."""
+    losses = []
+    for step in steps:
+        tokens, targets = batch(step, rank, 0)
+        loss = loss_fn(model(tokens), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if scheduler is not None:
+            scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
 def main():
     import zero
 
@@ -104,14 +120,9 @@ def main():
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + 0.05 * s))
     rank = dist.get_rank()
     for step in range(args.steps):
-        tokens, targets = batch(step, rank, 0)
-        loss = loss_fn(model(tokens), targets)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        scheduler.step()
+        loss, = train_steps(model, optimizer, [step], rank, scheduler)
         if rank == 0:
-            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+            print("step %d loss %.4f" % (step, loss), flush=True)
     dist.destroy_process_group()
 
 
