@@ -59,12 +59,17 @@ passed=0 failed=0 skipped=0
 
 # One binary's output as one line per check: "PASS name", "FAIL name: ...",
 # "SKIP name: ...", from our own lines and GoogleTest's per-case lines (those
-# with a time; the closing summary repeats names without one).
+# with a time; the closing summary repeats names without one). A
+# parameterized case's line puts ", where GetParam() = ..." between its name
+# and its time: the name is the fourth field without its comma.
 check_lines() {
-  awk '/^(PASS|FAIL|SKIP) / { print; next }
-       /^\[       OK \] [^ ]+ \([0-9]+ ms\)/ { print "PASS " $4; next }
-       /^\[  FAILED  \] [^ ]+ \([0-9]+ ms\)/ { print "FAIL " $4 ": see the output above"; next }
-       /^\[  SKIPPED \] [^ ]+ \([0-9]+ ms\)/ { print "SKIP " $4 ": skipped by GoogleTest" }' "$1"
+  awk 'function name() { n = $4; sub(/,$/, "", n); return n }
+       /^(PASS|FAIL|SKIP) / { print; next }
+       /^\[       OK \] [^ ]+(, where .*)? \([0-9]+ ms\)$/ { print "PASS " name(); next }
+       /^\[  FAILED  \] [^ ]+(, where .*)? \([0-9]+ ms\)$/ {
+         print "FAIL " name() ": see the output above"; next }
+       /^\[  SKIPPED \] [^ ]+(, where .*)? \([0-9]+ ms\)$/ {
+         print "SKIP " name() ": skipped by GoogleTest" }' "$1"
 }
 
 # Runs one check program, prints its check lines under the mode's policy and

@@ -12,7 +12,7 @@ SKIP line and exits 77, so a caller cannot take a skip for a pass
 (bench/card_check.sh decides whether a skip is acceptable). A second line,
 torch_oom_exception, checks in a child process that with
 ZERO_ALLOCATOR_OOM=throw a request past ZERO_ALLOCATOR_CAP reaches Python as
-an exception naming the pool's out-of-memory (PyTorch ignores a null
+an exception carrying the pool's RESOURCE_EXHAUSTED status (PyTorch ignores a null
 return: memory/interop/README.md). A third, pool_vs_torch_alloc, times
 allocate+free pairs of 1 MiB tensors through the pool and through
 PyTorch's own caching allocator, each in a child process (an allocator
@@ -105,7 +105,12 @@ def oom_check(path):
                            capture_output=True, text=True, timeout=120)
     out = (child.stdout + child.stderr).strip().splitlines()
     said = out[-1] if out else ""
-    if child.returncode == 0 and "out of memory" in said:
+    # The pool's refusal is an absl status carried by the exception's text:
+    # under the cap it reads "RESOURCE_EXHAUSTED: limit of 256.00 MiB
+    # reached: ..." (limiting_adaptor.cc), past the card's memory
+    # "RESOURCE_EXHAUSTED: ... out of memory"; "out of memory" alone was
+    # never in the cap's text, so this check failed by its own fault.
+    if child.returncode == 0 and "RESOURCE_EXHAUSTED" in said:
         print(f"PASS torch_oom_exception: {said}")
         return True
     print(f"FAIL torch_oom_exception: exit {child.returncode}: {said}")
