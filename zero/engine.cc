@@ -172,6 +172,10 @@ absl::Status Engine::Fetch(int module, Stream* consumer) {
   RETURN_IF_ERROR(NotRestoring("Fetch"));
   return FailIfError(gatherer_->Fetch(module, consumer != nullptr ? consumer : ctx_->stream));
 }
+absl::Status Engine::AwaitFetchedOnHost(int module) {
+  RETURN_IF_ERROR(gatherer_->AwaitFetchedOnHost(module));
+  return ctx_->comm->AsyncError();
+}
 absl::Status Engine::Release(int module, Stream* consumer) {
   RETURN_IF_ERROR(NotRestoring("Release"));
   return FailIfError(gatherer_->Release(module, consumer != nullptr ? consumer : ctx_->stream));

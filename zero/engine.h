@@ -131,6 +131,12 @@ class Engine {
   // all-gather of the last Step.
   absl::Status Fetch(int module, Stream* consumer = nullptr);
   absl::Status Release(int module, Stream* consumer = nullptr);
+  // After Fetch(module), for a caller that reads the parameters on the host
+  // (a CPU framework on host devices): blocks until they hold their values,
+  // and for nothing else: prefetches and gradient reductions in flight go
+  // on, which a wait for the streams would stop. A gather that failed on
+  // the stream is the error.
+  absl::Status AwaitFetchedOnHost(int module);
   // Elements gathered now, beyond this rank's own pieces (stage 3).
   size_t live_gathered_elements() const;
 

@@ -7,9 +7,16 @@
 
 namespace zero::cuda {
 
+// Asked once per process: every launch checks for a card, and
+// cudaGetDeviceCount is a driver call each time (issue 39's launch budget).
+// The count does not change while the process runs (CUDA_VISIBLE_DEVICES is
+// read at CUDA's initialization).
 int DeviceCount() {
-  int count = 0;
-  return internal::DeviceCount(&count) == 0 ? count : 0;
+  static const int count = [] {
+    int n = 0;
+    return internal::DeviceCount(&n) == 0 ? n : 0;
+  }();
+  return count;
 }
 
 absl::Status RequireDevice() {

@@ -75,7 +75,11 @@ class Engine:
 
     def fetch(self, module):
         self._check(self._lib.zero_engine_fetch(self.handle, module), "fetching module %d" % module)
-        self.order.after_engine()
+        self.order.after_fetch(module)
+
+    def wait_fetched(self, module):
+        self._check(self._lib.zero_engine_wait_fetched(self.handle, module),
+                    "waiting for module %d's gather" % module)
 
     def release(self, module):
         self.order.before_engine()  # torch's kernels may still read the gathered memory

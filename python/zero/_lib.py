@@ -84,6 +84,7 @@ SIGNATURES = {
     "zero_engine_set_param": (_i, [_p, _i, _p, _sz]),
     "zero_engine_fetch": (_i, [_p, _i]),
     "zero_engine_release": (_i, [_p, _i]),
+    "zero_engine_wait_fetched": (_i, [_p, _i]),
     "zero_engine_add_grad": (_i, [_p, _i, _p, _sz, _i]),
     "zero_engine_step": (_i, [_p]),
     "zero_engine_zero_grad": (_i, [_p]),

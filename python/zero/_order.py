@@ -5,13 +5,17 @@ The engine enqueues its own work (gradient copies, the step, what fetch
 gathers) on its stream; the model computes on torch's current stream. Two
 points order them: before_engine() before the engine reads what torch
 wrote or frees what torch reads (add_grad, release, step), after_engine()
-before torch reads what the engine wrote (after set_param, fetch, step).
+before torch reads what the engine wrote (after set_param, step), and
+after_fetch(module) after a fetch, for that module's parameters only.
 
 On cards both are event waits between the two streams (the host never
 waits), and a tensor handed to the engine is recorded on its stream so
 torch's caching allocator does not reuse it before the engine's copy ran.
 On host devices torch's CPU ops are done when they return, and the engine's
-stream is a host thread: after_engine() waits for it on the host."""
+stream is a host thread: after_engine() waits for it on the host, and
+after_fetch() for the module's gather alone (zero_engine_wait_fetched): a
+wait for the streams would also wait for the prefetches and gradient
+reductions in flight, which is what overlaps them with the model's compute."""
 
 import ctypes
 
@@ -38,6 +42,9 @@ class HostOrder:
     def after_engine(self):
         self._engine.synchronize()
 
+    def after_fetch(self, module):
+        self._engine.wait_fetched(module)
+
 
 class CardOrder:
     def __init__(self, engine, device):
@@ -54,6 +61,9 @@ class CardOrder:
 
     def after_engine(self):
         torch.cuda.current_stream(self.device).wait_stream(self.stream)
+
+    def after_fetch(self, module):
+        self.after_engine()  # an event wait between streams: the host goes on
 
 
 def order_for(engine, device):

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "absl/time/clock.h"
@@ -275,6 +276,50 @@ TEST(OverlappedStreamsModes, GradBufferOrdersTheProducerAfterTheEngineStream) {
   EXPECT_TRUE(ran.load());
   EXPECT_FALSE(ran_early.load());
   ASSERT_TRUE(engine->stream()->Synchronize().ok());
+}
+
+// AwaitFetchedOnHost waits for the module's gather and for nothing else:
+// it returns while the compute stream is still held shut (where a wait for
+// the streams would block), and not before the gather, which a gate on the
+// communication stream holds back, has run.
+TEST(OverlappedStreamsModes, AwaitFetchedOnHostWaitsForTheGatherAlone) {
+  constexpr size_t kNumel = 256;
+  EngineConfig config;
+  config.stage = 3;
+  config.persistence_threshold = 0;
+  config.prefetch_elements = 0;
+  OneRank rank(9, config, {{"p0", kNumel, 0}, {"p1", kNumel, 1}});
+  Engine* engine = rank.engine.get();
+  for (int m = 0; m < 2; ++m) {
+    ASSERT_TRUE(engine->SetParam(m, std::vector<float>(kNumel, m + 1.0f)).ok());
+  }
+  std::atomic<bool> compute_open{false}, comm_open{false}, returned{false};
+  auto gate = [](std::atomic<bool>& open) {
+    return [&open] {
+      while (!open.load()) absl::SleepFor(absl::Milliseconds(1));
+    };
+  };
+  ASSERT_TRUE(engine->stream()->Enqueue(gate(compute_open)).ok());
+  ASSERT_TRUE(engine->comm_stream()->Enqueue(gate(comm_open)).ok());
+  ASSERT_TRUE(engine->Fetch(1).ok());
+  absl::Status waited;
+  std::thread host([&] {
+    waited = engine->AwaitFetchedOnHost(1);
+    returned.store(true);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(returned.load()) << "returned before the gather ran";
+  comm_open.store(true);
+  host.join();
+  ASSERT_TRUE(waited.ok()) << waited;
+  absl::StatusOr<Engine::ParamView> view = engine->param_view(1);
+  ASSERT_TRUE(view.ok()) << view.status();
+  const float* values = static_cast<const float*>(view->data);
+  EXPECT_EQ(std::vector<float>(values, values + kNumel), std::vector<float>(kNumel, 2.0f));
+  compute_open.store(true);
+  ASSERT_TRUE(engine->Release(1).ok());
+  ASSERT_TRUE(engine->stream()->Synchronize().ok());
+  EXPECT_FALSE(engine->AwaitFetchedOnHost(7).ok());  // no such module
 }
 
 }  // namespace

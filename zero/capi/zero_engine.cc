@@ -276,6 +276,13 @@ int zero_engine_fetch(zero_engine_t engine, int module) {
   });
 }
 
+int zero_engine_wait_fetched(zero_engine_t engine, int module) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(engine, "engine"));
+    return engine->engine->AwaitFetchedOnHost(module);
+  });
+}
+
 int zero_engine_release(zero_engine_t engine, int module) {
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));

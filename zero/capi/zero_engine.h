@@ -178,6 +178,11 @@ int zero_engine_set_param(zero_engine_t engine, int param, const float* values, 
  * parameters; calls nest. */
 int zero_engine_fetch(zero_engine_t engine, int module);
 int zero_engine_release(zero_engine_t engine, int module);
+/* After zero_engine_fetch, for a caller that reads the parameters on the
+ * host (a CPU framework on host devices): waits until `module`'s parameters
+ * hold their values and for nothing else (prefetches and gradient
+ * reductions in flight go on; zero_engine_synchronize would wait for them). */
+int zero_engine_wait_fetched(zero_engine_t engine, int module);
 
 /* This micro-batch's gradient of `param` (`numel` elements of `dtype`, the
  * model dtype). Host memory is copied before returning; card memory is read

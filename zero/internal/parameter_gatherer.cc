@@ -49,6 +49,21 @@ absl::Status ParameterGatherer::AwaitWhole(int unit, Stream* consumer) const {
   return ready && consumer != ctx_.comm_stream ? consumer->Wait(ready) : absl::OkStatus();
 }
 
+absl::Status ParameterGatherer::AwaitFetchedOnHost(int module) const {
+  if (module < 0 || module >= static_cast<int>(module_units_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: AwaitFetchedOnHost of module %d (%d are registered)", ctx_.rank, module,
+        module_units_.size()));
+  }
+  for (int u : module_units_[module]) {
+    const std::shared_ptr<Event>& ready = units_[u].ready;
+    // No event: the values were last written on ctx.stream (stage 0's step,
+    // SetParam) or the gather ran there (one stream for both).
+    RETURN_IF_ERROR(ready ? ready->Synchronize() : ctx_.stream->Synchronize());
+  }
+  return absl::OkStatus();
+}
+
 char* ParameterGatherer::Whole(int unit) const {
   if (ctx_.config.stage < 3) return states_.WholeParams(unit);
   return units_[unit].gathered.data<char>();

@@ -39,6 +39,9 @@ class ParameterGatherer {
   char* Whole(int unit) const;
   // Makes `consumer` wait until Whole(unit) holds the last gather's values.
   absl::Status AwaitWhole(int unit, Stream* consumer) const;
+  // The host as the consumer: blocks until every unit of `module` holds its
+  // values (its gather's event; ctx.stream where no event marks them).
+  absl::Status AwaitFetchedOnHost(int module) const;
   // Below stage 3, after the update of this rank's piece on ctx.stream:
   // all-gathers the unit's pieces into the whole parameters.
   absl::Status Publish(int unit);
