@@ -231,8 +231,8 @@ int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size
  * state buffers), elements [*begin, *begin + *count) of the parameter
  * flattened (*count 0: none here), with *planes planes: plane 0 the
  * masters, plane 1 + i optimizer state i (adam/adamw: exp_avg, exp_avg_sq;
- * sgd with momentum: momentum_buffer). Between steps, on the engine's
- * thread. */
+ * sgd with momentum: momentum_buffer); any of the three may be NULL.
+ * Between steps, on the engine's thread. */
 int zero_engine_owned_piece(zero_engine_t engine, int param, size_t* begin, size_t* count,
                             int* planes);
 /* Copies elements [begin, begin + count) of parameter `param` (within this
