@@ -50,9 +50,30 @@ def _indices(param_groups):
     return out
 
 
+def hyperparameters(param_groups):
+    """Each group's settings (lr as a scheduler left it, betas, ...) without
+    its parameters: what a checkpoint beside zero's keeps, since zero's own
+    holds none (as DeepSpeed's)."""
+    return [{k: v for k, v in g.items() if k != "params"} for g in param_groups]
+
+
+def set_hyperparameters(param_groups, saved, where):
+    """As torch's load_state_dict: the saved settings replace the groups'
+    (lr; the others must match what the engine was built with, checked at
+    step). A scheduler's own load_state_dict sets no lr until its next
+    step, so a resume needs this. `where` names `saved` in the error."""
+    if len(saved) != len(param_groups):
+        raise ZeroError("%s has %d param groups, the optimizer %d"
+                        % (where, len(saved), len(param_groups)))
+    for group, values in zip(param_groups, saved):
+        for key, value in values.items():
+            if key != "params":
+                group[key] = value
+
+
 def _groups(param_groups, index_of):
-    return [dict({k: v for k, v in g.items() if k != "params"},
-                 params=[index_of[id(p)] for p in g["params"]]) for g in param_groups]
+    return [dict(settings, params=[index_of[id(p)] for p in g["params"]])
+            for settings, g in zip(hyperparameters(param_groups), param_groups)]
 
 
 def state_dict(state, param_groups):
@@ -143,7 +164,7 @@ def load_state_dict(state, param_groups, sd):
     errors = _agree(state, error)
     if errors:
         raise ZeroError("optimizer.load_state_dict() refused, nothing changed: " + "; ".join(errors))
-    _set_groups(param_groups, sd["param_groups"])
+    set_hyperparameters(param_groups, sd["param_groups"], "the state_dict")
     for index, plane, begin, values in writes:
         state.engine.owned_write(index, plane, begin, values)
     state.engine.restore(steps)
@@ -234,12 +255,3 @@ def _check_groups(state, param_groups, sd):
             if key != "lr" and theirs != value:
                 raise ZeroError("its param group %d has %s %r, the wrapped optimizer %r (only "
                                 "lr may differ)" % (n, key, theirs, value))
-
-
-def _set_groups(param_groups, saved):
-    """As torch: the saved hyperparameters replace the groups' (lr; the
-    others must match what the engine was built with, checked at step)."""
-    for group, values in zip(param_groups, saved):
-        for key, value in values.items():
-            if key != "params":
-                group[key] = value

@@ -29,7 +29,7 @@ import torch
 import transformers
 from transformers.trainer import SCHEDULER_NAME
 
-from . import _checkpoint, _config
+from . import _checkpoint, _config, _optim_state
 from ._lib import ZeroError
 from ._wrap import ZeroOptimizer, wrap
 
@@ -102,8 +102,8 @@ class ZeroTrainer(transformers.Trainer):
         _checkpoint.save_checkpoint(self.model, os.path.join(output_dir, ZERO_CHECKPOINT))
         if not self.args.should_save:
             return
-        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
-        torch.save(groups, os.path.join(output_dir, PARAM_GROUPS))
+        torch.save(_optim_state.hyperparameters(self.optimizer.param_groups),
+                   os.path.join(output_dir, PARAM_GROUPS))
         if self.lr_scheduler is not None:
             torch.save(self.lr_scheduler.state_dict(), os.path.join(output_dir, SCHEDULER_NAME))
 
@@ -117,12 +117,8 @@ class ZeroTrainer(transformers.Trainer):
         _checkpoint.load_checkpoint(self.model, path)
         groups = os.path.join(checkpoint, PARAM_GROUPS)
         if os.path.isfile(groups):
-            saved = torch.load(groups, weights_only=True)
-            if len(saved) != len(self.optimizer.param_groups):
-                raise ZeroError("'%s' has %d param groups, the optimizer %d"
-                                % (groups, len(saved), len(self.optimizer.param_groups)))
-            for group, values in zip(self.optimizer.param_groups, saved):
-                group.update(values)
+            _optim_state.set_hyperparameters(self.optimizer.param_groups,
+                                             torch.load(groups, weights_only=True), "'%s'" % groups)
         scheduler = os.path.join(checkpoint, SCHEDULER_NAME)
         if self.lr_scheduler is not None and os.path.isfile(scheduler):
             self.lr_scheduler.load_state_dict(torch.load(scheduler, weights_only=True))

@@ -39,7 +39,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
-from . import _checkpoint, _config
+from . import _checkpoint, _config, _optim_state
 from ._lib import ZeroError
 from ._wrap import ZeroOptimizer, wrap
 
@@ -234,8 +234,8 @@ class ZeroStrategy(DDPStrategy):
         optimizer = getattr(optimizer, "_optimizer", optimizer)
         if not isinstance(optimizer, ZeroOptimizer):
             return super().optimizer_state(optimizer)
-        groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-        return {"param_groups": groups, SHARDED: ZERO_DIR}
+        return {"param_groups": _optim_state.hyperparameters(optimizer.param_groups),
+                SHARDED: ZERO_DIR}
 
     def save_checkpoint(self, checkpoint, filepath, storage_options=None):
         if storage_options is not None:
@@ -285,13 +285,8 @@ class ZeroStrategy(DDPStrategy):
             if not isinstance(optimizer, ZeroOptimizer) or saved.get(SHARDED) is None:
                 optimizer.load_state_dict(saved)  # a torch state (collective for ZeroOptimizer)
                 continue
-            if len(saved["param_groups"]) != len(optimizer.param_groups):
-                raise ZeroError("the checkpoint has %d param groups, the optimizer %d"
-                                % (len(saved["param_groups"]), len(optimizer.param_groups)))
-            # zero's checkpoint keeps no hyperparameters, and a scheduler's
-            # load_state_dict sets no lr until its next step.
-            for group, values in zip(optimizer.param_groups, saved["param_groups"]):
-                group.update(values)
+            _optim_state.set_hyperparameters(optimizer.param_groups, saved["param_groups"],
+                                             "the checkpoint")
 
     def teardown(self):
         """Strategy.teardown moves the LightningModule to the CPU: a wrapped

@@ -108,3 +108,22 @@ def test_bad_state_dicts_are_refused_and_change_nothing():
     short = copy.deepcopy(good)  # as if another rank's piece: elements from 16 on
     short["zero"]["params"][0]["offset"] = 16
     refuse(opt, short, r"holds elements \[16, .*this rank owns \[0,")
+
+
+def test_hyperparameters_round_trip_and_a_group_count_mismatch_is_refused():
+    """What ZeroTrainer and ZeroStrategy save beside zero's checkpoint: the
+    groups' settings without their parameters, set back as torch's
+    load_state_dict would (lr), refused whole when the counts differ."""
+    from zero import _optim_state
+    model, opt = wrapped()
+    saved = _optim_state.hyperparameters(opt.param_groups)
+    assert all("params" not in g for g in saved) and len(saved) == len(opt.param_groups)
+    before = [g["lr"] for g in opt.param_groups]
+    with pytest.raises(zero.ZeroError, match="'ckpt' has 1 param groups, the optimizer %d"
+                       % len(opt.param_groups)):
+        _optim_state.set_hyperparameters(opt.param_groups, saved[:1], "'ckpt'")
+    assert [g["lr"] for g in opt.param_groups] == before
+    params = [g["params"] for g in opt.param_groups]
+    _optim_state.set_hyperparameters(opt.param_groups, [dict(g, lr=0.5) for g in saved], "x")
+    assert [g["lr"] for g in opt.param_groups] == [0.5] * len(saved)
+    assert [g["params"] for g in opt.param_groups] == params

@@ -84,8 +84,11 @@ absl::Status Transfer(zero_engine& handle, int param, int plane, size_t begin, s
     return owned.Stream(run.unit, at, count, write ? Access::kUpdate : Access::kRead,
                         [&](size_t offset, size_t n, std::span<float* const> planes) {
                           float* mine = values + (offset - at);
-                          if (write) std::memcpy(planes[plane], mine, n * sizeof(float));
-                          if (!write) std::memcpy(mine, planes[plane], n * sizeof(float));
+                          if (write) {
+                            std::memcpy(planes[plane], mine, n * sizeof(float));
+                          } else {
+                            std::memcpy(mine, planes[plane], n * sizeof(float));
+                          }
                           return absl::OkStatus();
                         });
   }
