@@ -4,7 +4,8 @@
 // branches on the kind of device.
 //  - host devices: `host` runs as a task of the host stream, in order;
 //  - cards: `launch(native_device, native_stream)` enqueues the kernels on
-//    the stream's cudaStream_t and returns;
+//    the stream's cudaStream_t and returns; counted as one operation on the
+//    stream (memory/stream_counts.h), as the host task is;
 //  - meta devices: nothing (no bytes).
 #pragma once
 
@@ -20,10 +21,14 @@ namespace zero {
 template <class HostWork, class CardLaunch>
 absl::Status RunOnDevice(DeviceKind kind, Stream& stream, HostWork&& host, CardLaunch&& launch) {
   switch (kind) {
-    case DeviceKind::kCuda:
+    case DeviceKind::kCuda: {
       // The card number, not the pool's index: it picks the card of CUDA's
       // default stream (a null handle), which "cuda:2" makes device 0.
-      return std::forward<CardLaunch>(launch)(stream.native_device(), stream.native_handle());
+      absl::Status launched =
+          std::forward<CardLaunch>(launch)(stream.native_device(), stream.native_handle());
+      if (launched.ok()) stream.counts().Enqueued();
+      return launched;
+    }
     case DeviceKind::kMeta:
       return absl::OkStatus();
     case DeviceKind::kHost:

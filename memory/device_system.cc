@@ -225,7 +225,9 @@ absl::Status DeviceSystem::Init(const UvaOptions& space, PoolOptions options) {
   ASSIGN_OR_RETURN(space_, UvaSpace::Create(backend_.get(), space));
   RETURN_IF_ERROR(CachingPool::CheckOptions(options, space_->granularity(), "device pools"));
   for (int d = 0; d < device_count(); ++d) {
+    counts_.push_back(std::make_shared<StreamCounts>());
     ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend_->CreateStream(d));
+    stream->CountInto(counts_[d]);
     pools_.push_back(std::make_unique<DevicePool>(d, space_.get(), stream.get(), options));
     default_streams_.push_back(std::move(stream));
   }
@@ -266,6 +268,7 @@ absl::StatusOr<Stream*> DeviceSystem::CreateStream(int device) {
         "no device %d (there are %d)", device, device_count()));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend_->CreateStream(device));
+  stream->CountInto(counts_[device]);
   MutexLock lock(streams_mu_);
   streams_.push_back(std::move(stream));
   return streams_.back().get();
@@ -284,6 +287,7 @@ absl::StatusOr<Stream*> DeviceSystem::WrapNativeStream(int device, void* native)
     wrapped_.erase(it);
     return stream.status();
   }
+  (*stream)->CountInto(counts_[device]);
   streams_.push_back(*std::move(stream));
   return it->second = streams_.back().get();
 }

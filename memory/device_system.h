@@ -85,6 +85,10 @@ class DeviceSystem {
     return backend_->DeviceOfNativeStream(native);
   }
 
+  // What the device's streams (default, created and wrapped) did so far
+  // (memory/stream_counts.h); `device` must exist.
+  StreamOps stream_ops(int device) const { return counts_[device]->Read(); }
+
   std::optional<int> device_of(const void* ptr) const { return space_->device_of(ptr); }
   // The device whose Backend::native_id is `native_id` (PyTorch's card
   // number); InvalidArgument naming the ones there are.
@@ -105,6 +109,7 @@ class DeviceSystem {
   std::unique_ptr<UvaSpace> space_;
   std::vector<std::unique_ptr<Stream>> default_streams_;
   std::vector<std::unique_ptr<DevicePool>> pools_;
+  std::vector<std::shared_ptr<StreamCounts>> counts_;  // per device, shared with its streams
   Mutex streams_mu_;
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   std::map<std::pair<int, void*>, Stream*> wrapped_ ABSL_GUARDED_BY(streams_mu_);

@@ -6,6 +6,9 @@
 // A holder therefore never sees its event re-recorded: reuse waits until the
 // last outside shared_ptr is gone. The count is exact here because only the
 // pool makes copies, under its owner's lock; holders must not keep weak_ptrs.
+// The pool keeps every event it makes: its size is the most events held at
+// once, so a steady training step creates none (a cap would create and
+// destroy the events past it on every step).
 // Not thread-safe: the owning stream's lock guards it.
 #pragma once
 
@@ -21,11 +24,9 @@ namespace zero {
 template <typename E>
 class EventPool {
  public:
-  explicit EventPool(size_t capacity = 32) : capacity_(capacity) {}
-
   // An event nobody else holds, for the caller to record again, or a new one
   // from `make` (a callable returning absl::StatusOr<std::shared_ptr<E>>),
-  // kept for reuse while the pool has room.
+  // kept for reuse.
   template <typename Make>
   absl::StatusOr<std::shared_ptr<E>> Acquire(Make&& make) {
     // Round robin: the event after the last one handed out is the oldest,
@@ -39,19 +40,16 @@ class EventPool {
     }
     absl::StatusOr<std::shared_ptr<E>> made = std::forward<Make>(make)();
     if (!made.ok()) return made;
-    ++created_;
-    if (events_.size() < capacity_) events_.push_back(*made);
+    events_.push_back(*made);
     return made;
   }
 
-  // Events made so far (pooled or not): how often recycling failed.
-  size_t created() const { return created_; }
+  // Events made so far: the most held at once.
+  size_t created() const { return events_.size(); }
 
  private:
-  const size_t capacity_;
   std::vector<std::shared_ptr<E>> events_;
   size_t next_ = 0;
-  size_t created_ = 0;
 };
 
 }  // namespace zero

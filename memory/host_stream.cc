@@ -12,7 +12,7 @@ namespace {
 class CompletedEvent final : public Event {
  public:
   bool Query() const override { return true; }
-  absl::Status Synchronize() const override { return absl::OkStatus(); }
+  absl::Status DoSynchronize() const override { return absl::OkStatus(); }
 };
 
 std::atomic<HostWaitFilter> wait_filter{nullptr};
@@ -46,7 +46,7 @@ void HostProgress::WaitFor(uint64_t ticket) const {
   lock.Await(cv_, [&] { return done() >= ticket; });
 }
 
-absl::Status HostEvent::Synchronize() const {
+absl::Status HostEvent::DoSynchronize() const {
   progress_->WaitFor(ticket());
   return absl::OkStatus();
 }
@@ -67,7 +67,7 @@ HostStream::~HostStream() {
   stopping_ = true;  // worker_ then runs what is enqueued, and joins
 }
 
-absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
+absl::Status HostStream::DoEnqueue(absl::AnyInvocable<void() &&> fn) {
   MutexLock lock(mu_);
   if (stopping_) return absl::FailedPreconditionError("stream is shutting down");
   worker_.Post(std::move(fn));
@@ -75,11 +75,11 @@ absl::Status HostStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
   return absl::OkStatus();
 }
 
-absl::Status HostStream::Copy(void* dst, const void* src, size_t bytes) {
-  return Enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+absl::Status HostStream::DoCopy(void* dst, const void* src, size_t bytes) {
+  return DoEnqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
 }
 
-absl::Status HostStream::CopyFromPageable(void* dst, const void* src, size_t bytes) {
+absl::Status HostStream::DoCopyFromPageable(void* dst, const void* src, size_t bytes) {
   // On an idle stream the copy may as well run now: it is what the worker
   // would do next, and it saves staging (a second copy and an allocation).
   // Never in the delay mode, whose point is that work runs late.
@@ -89,7 +89,7 @@ absl::Status HostStream::CopyFromPageable(void* dst, const void* src, size_t byt
   }
   Staging staged = TakeStaging(bytes);
   std::memcpy(staged.data.get(), src, bytes);
-  return Enqueue([this, dst, staged = std::move(staged), bytes]() mutable {
+  return DoEnqueue([this, dst, staged = std::move(staged), bytes]() mutable {
     std::memcpy(dst, staged.data.get(), bytes);
     ReturnStaging(std::move(staged));
   });
@@ -111,6 +111,7 @@ HostStream::Staging HostStream::TakeStaging(size_t bytes) {
       return s;
     }
   }
+  counts().DriverCall();  // what cudaHostAlloc is on a card
   return Staging{std::unique_ptr<char[]>(new char[bytes]), bytes};
 }
 
@@ -127,33 +128,39 @@ void HostStream::ReturnStaging(Staging staging) {
   }
 }
 
-absl::Status HostStream::Fill(void* dst, unsigned char value, size_t bytes) {
-  return Enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+absl::Status HostStream::DoFill(void* dst, unsigned char value, size_t bytes) {
+  return DoEnqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
 }
 
-absl::StatusOr<std::shared_ptr<Event>> HostStream::Record() {
+absl::StatusOr<std::shared_ptr<Event>> HostStream::DoRecord() {
   // Everything enqueued before this call is done: nothing to mark. (Work
   // enqueued concurrently is not "before" it.)
   if (progress_->done() >= enqueued_.load(std::memory_order_acquire)) return Completed();
   MutexLock lock(mu_);
   absl::StatusOr<std::shared_ptr<HostEvent>> event = events_.Acquire(
       [this]() -> absl::StatusOr<std::shared_ptr<HostEvent>> {
-        return std::make_shared<HostEvent>(progress_);
+        counts().DriverCall();  // what cudaEventCreate is on a card
+        return std::make_shared<HostEvent>(progress_, shared_counts());
       });
   if (!event.ok()) return event.status();
   (*event)->Rearm(enqueued_.load(std::memory_order_relaxed));
   return std::shared_ptr<Event>(*std::move(event));
 }
 
-absl::Status HostStream::Wait(const std::shared_ptr<Event>& event) {
+absl::Status HostStream::DoWait(const std::shared_ptr<Event>& event) {
   if (event == nullptr) return absl::InvalidArgumentError("Wait on a null event");
   const HostWaitFilter filter = wait_filter.load(std::memory_order_acquire);
   if (filter != nullptr && filter(this)) return absl::OkStatus();
   if (event->Query()) return absl::OkStatus();
-  return Enqueue([event] { (void)event->Synchronize(); });
+  // The worker waits, not the caller: what cudaStreamWaitEvent is on a card,
+  // so not counted as a host wait.
+  if (const auto* host = dynamic_cast<const HostEvent*>(event.get())) {
+    return DoEnqueue([mark = host->mark()] { mark.Await(); });
+  }
+  return DoEnqueue([event] { (void)event->Synchronize(); });
 }
 
-absl::Status HostStream::Synchronize() {
+absl::Status HostStream::DoSynchronize() {
   progress_->WaitFor(enqueued_.load(std::memory_order_acquire));
   return absl::OkStatus();
 }
@@ -163,11 +170,11 @@ size_t HostStream::events_created() {
   return events_.created();
 }
 
-absl::Status MetaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
+absl::Status MetaStream::DoEnqueue(absl::AnyInvocable<void() &&> fn) {
   std::move(fn)();
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Event>> MetaStream::Record() { return Completed(); }
+absl::StatusOr<std::shared_ptr<Event>> MetaStream::DoRecord() { return Completed(); }
 
 }  // namespace zero

@@ -42,13 +42,22 @@ class HostProgress {
 // holds it any more (EventPool), so a record allocates nothing.
 class HostEvent final : public Event {
  public:
-  explicit HostEvent(std::shared_ptr<const HostProgress> progress)
-      : progress_(std::move(progress)) {}
+  HostEvent(std::shared_ptr<const HostProgress> progress, std::shared_ptr<StreamCounts> counts)
+      : Event(std::move(counts)), progress_(std::move(progress)) {}
   bool Query() const override { return progress_->done() >= ticket(); }
-  absl::Status Synchronize() const override;
   void Rearm(uint64_t ticket) { ticket_.store(ticket, std::memory_order_release); }
+  // What a waiting stream keeps: the record as it is now, not the event
+  // (as cudaStreamWaitEvent binds to the current record), so the event goes
+  // back to its pool at once, however long the wait is queued.
+  struct Mark {
+    std::shared_ptr<const HostProgress> progress;
+    uint64_t ticket;
+    void Await() const { progress->WaitFor(ticket); }
+  };
+  Mark mark() const { return {progress_, ticket()}; }
 
  private:
+  absl::Status DoSynchronize() const override;
   uint64_t ticket() const { return ticket_.load(std::memory_order_acquire); }
   const std::shared_ptr<const HostProgress> progress_;
   std::atomic<uint64_t> ticket_{0};
@@ -68,23 +77,23 @@ class HostStream final : public Stream {
   ~HostStream() override;  // runs what is enqueued, then joins the worker
 
   int device() const override { return device_; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
-  absl::Status Copy(void* dst, const void* src, size_t bytes) override;
-  absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
-  // Stages the bytes in a heap copy the task owns (no wait), or copies at
-  // once when the stream is idle.
-  absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) override;
-  // Enqueues nothing: the event is a ticket into this stream's progress
-  // (on an idle stream, one shared complete event).
-  absl::StatusOr<std::shared_ptr<Event>> Record() override;
-  // A no-op when the HostWaitFilter says so.
-  absl::Status Wait(const std::shared_ptr<Event>& event) override;
-  absl::Status Synchronize() override;
-
   // Events Record() had to make; the rest were recycled.
   size_t events_created();
 
  private:
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&> fn) override;
+  absl::Status DoCopy(void* dst, const void* src, size_t bytes) override;
+  absl::Status DoFill(void* dst, unsigned char value, size_t bytes) override;
+  // Stages the bytes in a heap copy the task owns (no wait), or copies at
+  // once when the stream is idle.
+  absl::Status DoCopyFromPageable(void* dst, const void* src, size_t bytes) override;
+  // Enqueues nothing: the event is a ticket into this stream's progress
+  // (on an idle stream, one shared complete event).
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override;
+  // A no-op when the HostWaitFilter says so.
+  absl::Status DoWait(const std::shared_ptr<Event>& event) override;
+  absl::Status DoSynchronize() override;
+
   // CopyFromPageable's staging buffers are recycled, so a busy stream's
   // copies neither allocate nor fault in fresh pages each time.
   struct Staging {
@@ -116,16 +125,17 @@ class MetaStream final : public Stream {
  public:
   explicit MetaStream(int device) : device_(device) {}
   int device() const override { return device_; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
-  absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
-  absl::Status Fill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
-  absl::Status CopyFromPageable(void*, const void*, size_t) override { return absl::OkStatus(); }
-  // One shared, always complete event: nothing to allocate.
-  absl::StatusOr<std::shared_ptr<Event>> Record() override;
-  absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&> fn) override;
+  absl::Status DoCopy(void*, const void*, size_t) override { return absl::OkStatus(); }
+  absl::Status DoFill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
+  absl::Status DoCopyFromPageable(void*, const void*, size_t) override { return absl::OkStatus(); }
+  // One shared, always complete event: nothing to allocate.
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override;
+  absl::Status DoWait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
+  absl::Status DoSynchronize() override { return absl::OkStatus(); }
+
   const int device_;
 };
 

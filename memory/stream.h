@@ -9,22 +9,36 @@
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "memory/stream_counts.h"
 
 namespace zero {
 
 class Event {
  public:
+  // `counts`: where Synchronize counts its host wait (the recording stream's;
+  // null for events that never block, like an always-complete one).
+  explicit Event(std::shared_ptr<StreamCounts> counts = nullptr) : counts_(std::move(counts)) {}
   virtual ~Event() = default;
   // True once all work before Record() has finished.
   virtual bool Query() const = 0;
   // Blocks the calling thread until Query() is true.
-  virtual absl::Status Synchronize() const = 0;
+  absl::Status Synchronize() const {
+    if (counts_ != nullptr) counts_->HostWait();
+    return DoSynchronize();
+  }
+
+ private:
+  virtual absl::Status DoSynchronize() const = 0;
+  const std::shared_ptr<StreamCounts> counts_;
 };
 
+// The verbs are non-virtual so that every backend's work is counted in one
+// place (stream_counts.h); a backend implements the Do* functions.
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -35,29 +49,36 @@ class Stream {
   // is a host callback: neither it nor the destruction of what it captures
   // may call CUDA (hold no last reference to a card event or buffer); on
   // meta it runs at once.
-  virtual absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) = 0;
-
-  // Copies or fills bytes, ordered with the rest of the stream's work.
-  virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
-  virtual absl::Status Fill(void* dst, unsigned char value, size_t bytes) = 0;
-  // Copies from memory the caller owns: ordinary (pageable) host memory it
-  // may reuse as soon as this returns, like cudaMemcpyAsync from pageable
-  // memory (the bytes are staged, the copy to `dst` stays ordered on the
-  // stream), or, on a card, card memory of another allocator (a framework's
-  // tensor), read in stream order like Copy: keep it until the stream ran
-  // the copy. The default copies and synchronizes (correct, but the host
-  // waits).
-  virtual absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) {
-    absl::Status copied = Copy(dst, src, bytes);
-    return copied.ok() ? Synchronize() : copied;
+  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) {
+    return Counted(DoEnqueue(std::move(fn)));
   }
 
-  virtual absl::StatusOr<std::shared_ptr<Event>> Record() = 0;
+  // Copies or fills bytes, ordered with the rest of the stream's work.
+  absl::Status Copy(void* dst, const void* src, size_t bytes) {
+    return Counted(DoCopy(dst, src, bytes));
+  }
+  absl::Status Fill(void* dst, unsigned char value, size_t bytes) {
+    return Counted(DoFill(dst, value, bytes));
+  }
+  // Copies from ordinary (pageable) host memory the caller may reuse as
+  // soon as this returns, like cudaMemcpyAsync from pageable memory (the
+  // bytes are staged, the copy to `dst` stays ordered on the stream). For
+  // card memory of another allocator (a framework's tensor) use Copy: it is
+  // read in stream order. The default copies and synchronizes (correct,
+  // but the host waits).
+  absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) {
+    return Counted(DoCopyFromPageable(dst, src, bytes));
+  }
+
+  absl::StatusOr<std::shared_ptr<Event>> Record() { return DoRecord(); }
   // Work enqueued after this call waits for `event`, which may come from
   // another stream of the same backend.
-  virtual absl::Status Wait(const std::shared_ptr<Event>& event) = 0;
+  absl::Status Wait(const std::shared_ptr<Event>& event) { return DoWait(event); }
   // Blocks until everything enqueued so far has finished.
-  virtual absl::Status Synchronize() = 0;
+  absl::Status Synchronize() {
+    counts_->HostWait();
+    return DoSynchronize();
+  }
 
   // cudaStream_t on cards, nullptr elsewhere; null on a card too for CUDA's
   // legacy default stream, so ask is_card(), not the handle, which kind it is.
@@ -68,6 +89,33 @@ class Stream {
   // The device's number outside this library (Backend::native_id): the CUDA
   // card number on cards, device() elsewhere.
   virtual int native_device() const { return device(); }
+
+  // Where this stream counts its work: its own counts until the DeviceSystem
+  // shares its device's (CountInto, before the stream's first use).
+  StreamCounts& counts() const { return *counts_; }
+  const std::shared_ptr<StreamCounts>& shared_counts() const { return counts_; }
+  void CountInto(std::shared_ptr<StreamCounts> counts) { counts_ = std::move(counts); }
+
+ private:
+  absl::Status Counted(absl::Status enqueued) {
+    if (enqueued.ok()) counts_->Enqueued();
+    return enqueued;
+  }
+
+  virtual absl::Status DoEnqueue(absl::AnyInvocable<void() &&> fn) = 0;
+  virtual absl::Status DoCopy(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status DoFill(void* dst, unsigned char value, size_t bytes) = 0;
+  virtual absl::Status DoCopyFromPageable(void* dst, const void* src, size_t bytes) {
+    absl::Status copied = DoCopy(dst, src, bytes);
+    if (!copied.ok()) return copied;
+    counts_->HostWait();
+    return DoSynchronize();
+  }
+  virtual absl::StatusOr<std::shared_ptr<Event>> DoRecord() = 0;
+  virtual absl::Status DoWait(const std::shared_ptr<Event>& event) = 0;
+  virtual absl::Status DoSynchronize() = 0;
+
+  std::shared_ptr<StreamCounts> counts_ = std::make_shared<StreamCounts>();
 };
 
 }  // namespace zero

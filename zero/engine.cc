@@ -76,7 +76,8 @@ Engine::Engine(RankContext ctx, Optimizer* optimizer)
     : ctx_(std::make_unique<const RankContext>(std::move(ctx))),
       optimizer_(optimizer),
       device_pool_(&ctx_->devices->pool(ctx_->stream->device())),
-      norm_(std::make_unique<GradNorm>(*ctx_)) {}
+      norm_(std::make_unique<GradNorm>(*ctx_)),
+      ops_([counts = ctx_->stream->shared_counts()] { return counts->Read(); }) {}
 
 Engine::~Engine() {
   guard_.Await();  // it reads this engine's buffers
@@ -184,26 +185,40 @@ absl::Status Engine::Release(int module, Stream* consumer) {
 absl::Status Engine::AwaitComm() { return RankContext::Order(ctx_->stream, ctx_->comm_stream); }
 
 absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype,
-                             std::shared_ptr<Event> ready) {
+                             std::shared_ptr<Event> ready, GradSource source) {
   RETURN_IF_ERROR(NotRestoring("AddGrad"));
-  return FailIfError(reducer_->Add(id, grad, numel, dtype, ready, steps_ + 1));
+  const int done = reducer_->micro_batches();
+  const bool on_device =
+      source == GradSource::kDevice || ctx_->devices->device_of(grad).has_value();
+  RETURN_IF_ERROR(
+      FailIfError(reducer_->Add(id, grad, numel, dtype, ready, on_device, steps_ + 1)));
+  if (reducer_->micro_batches() != done) ops_.MicroBatchDone();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<void*> Engine::GradBuffer(int id, Stream* producer) {
   RETURN_IF_ERROR(NotRestoring("GradBuffer"));
   absl::StatusOr<char*> slot = reducer_->Slot(id, steps_ + 1);
   if (!slot.ok()) return Fail(slot.status());
-  if (producer != nullptr) {
+  if (producer != nullptr &&
+      (producer != ordered_producer_ || reducer_->readied() != ordered_at_readied_)) {
     // The pool's wait for a block last used on the communication stream,
     // the wait for the last reduction and the padding fill are on stream().
+    // Once per readied unit, not per parameter: an order per parameter
+    // would cost an event and a stream wait each.
     RETURN_IF_ERROR(FailIfError(RankContext::Order(producer, ctx_->stream)));
+    ordered_producer_ = producer;
+    ordered_at_readied_ = reducer_->readied();
   }
   return static_cast<void*>(*slot);
 }
 
 absl::Status Engine::GradWritten(int id, std::shared_ptr<Event> written) {
   RETURN_IF_ERROR(NotRestoring("GradWritten"));
-  return FailIfError(reducer_->Written(id, written, steps_ + 1));
+  const int done = reducer_->micro_batches();
+  RETURN_IF_ERROR(FailIfError(reducer_->Written(id, written, steps_ + 1)));
+  if (reducer_->micro_batches() != done) ops_.MicroBatchDone();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Engine::ParamView> Engine::param_view(int id) {
@@ -307,7 +322,12 @@ EngineStats Engine::stats() const {
   const StateFile* file = states_->state_file();
   // Clipping alone never brought the norm to the host: read it now.
   double last_grad_norm = last_grad_norm_;
-  if (norm_on_device_) last_grad_norm = norm_->Read().value_or(last_grad_norm_);
+  if (norm_on_device_) {
+    // The caller's wait, not the step's: left out of the step's figures.
+    const StreamOps before = ops_.Now();
+    last_grad_norm = norm_->Read().value_or(last_grad_norm_);
+    ops_.Exclude(ops_.Now() - before);
+  }
   return EngineStats{.steps = steps_,
                      .skipped_steps = skipped_steps_,
                      .loss_scale = loss_scale(),
@@ -321,7 +341,8 @@ EngineStats Engine::stats() const {
                      .nvme_bytes_read = file != nullptr ? file->stats().bytes_read : 0,
                      .nvme_bytes_written = file != nullptr ? file->stats().bytes_written : 0,
                      .owned_state_wait_seconds = guard_.wait_seconds(),
-                     .comm = ctx_->comm->stats()};
+                     .comm = ctx_->comm->stats(),
+                     .stream_ops = ops_.last_step()};
 }
 
 }  // namespace zero

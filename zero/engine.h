@@ -41,6 +41,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
 #include "zero/internal/owned_state_guard.h"
+#include "zero/internal/step_ops.h"
 #include "zero/layout.h"
 #include "zero/owned_state.h"
 
@@ -81,6 +82,9 @@ struct EngineStats {
   // (OwnedStateAccess::Guard: an async checkpoint's snapshot), in all.
   double owned_state_wait_seconds = 0;
   CommStats comm;
+  // The last step's work on this rank's device streams: operations enqueued,
+  // host waits, driver calls (zero/internal/step_ops.h says which windows).
+  StepStreamOps stream_ops;
 };
 
 class Engine {
@@ -156,11 +160,17 @@ class Engine {
   absl::Status GradWritten(int id, std::shared_ptr<Event> written = nullptr);
   // Copying, for callers that cannot write in place: enqueued on stream()
   // after `ready` (null: stream() order). The host never waits: `grad` in
-  // this system's device memory must stay unchanged until the copy ran
-  // (work enqueued on stream() later sees it done); other host memory is
-  // staged at once and may be reused on return.
+  // device memory must stay unchanged until the copy ran (work enqueued on
+  // stream() later sees it done); host memory is staged at once and may be
+  // reused on return. Which one it is, the caller says (`source`): the
+  // engine asks no driver about the pointer.
+  enum class GradSource {
+    kAuto,    // this system's device memory (known by address), else host memory
+    kDevice,  // the engine's device, any allocator's (a framework's card tensor)
+  };
   absl::Status AddGrad(int id, const void* grad, size_t numel, DType dtype = DType::kF32,
-                       std::shared_ptr<Event> ready = nullptr);
+                       std::shared_ptr<Event> ready = nullptr,
+                       GradSource source = GradSource::kAuto);
   absl::Status AddGrad(int id, std::span<const float> grad) {
     return AddGrad(id, grad.data(), grad.size(), DType::kF32);
   }
@@ -216,6 +226,7 @@ class Engine {
   // (micro-batches 1 without config().average_micro_batches).
   float MeanGradScale() const;
   absl::Status SkipStep();
+  absl::Status StepOnce();  // Step but for its figures
   // Orders stream() after everything on the communication stream so far.
   absl::Status AwaitComm();
 
@@ -237,6 +248,12 @@ class Engine {
   // stats() asks.
   bool norm_on_device_ = false;
   OwnedStateGuard guard_;  // an async checkpoint's snapshot, while it copies
+  // The producer GradBuffer last ordered after stream(), and the reducer's
+  // readied() count then: later slots of readied units need no new order.
+  Stream* ordered_producer_ = nullptr;
+  uint64_t ordered_at_readied_ = 0;
+  // Per-step stream figures; mutable: stats() leaves its own norm read out.
+  mutable StepOpsMeter ops_;
   OwnedStateAccess owned_state_{*this};
   // Offload (zero/internal/host_stepper.h); null without. Last: it stops
   // its worker first.

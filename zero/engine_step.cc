@@ -17,6 +17,12 @@ namespace zero {
 
 absl::Status Engine::Step() {
   RETURN_IF_ERROR(NotRestoring("Step"));
+  absl::Status stepped = StepOnce();
+  ops_.StepDone();
+  return stepped;
+}
+
+absl::Status Engine::StepOnce() {
   // Before anything is updated: the peers are in this step's collectives.
   if (absl::Status s = gatherer_->NothingFetched("Step"); !s.ok()) return Fail(s);
   if (absl::Status ready = reducer_->ReadyForStep(); !ready.ok()) return Fail(ready);

@@ -25,7 +25,7 @@ bool CudaEvent::Query() const {
   return state == cudaSuccess;
 }
 
-absl::Status CudaEvent::Synchronize() const {
+absl::Status CudaEvent::DoSynchronize() const {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
@@ -52,7 +52,7 @@ CudaStream::~CudaStream() {
   cudaStreamDestroy(stream_);
 }
 
-absl::Status CudaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
+absl::Status CudaStream::DoEnqueue(absl::AnyInvocable<void() &&> fn) {
   using Fn = absl::AnyInvocable<void() &&>;
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
@@ -68,32 +68,23 @@ absl::Status CudaStream::Enqueue(absl::AnyInvocable<void() &&> fn) {
   return RuntimeStatus(err, "cudaLaunchHostFunc");
 }
 
-absl::Status CudaStream::Copy(void* dst, const void* src, size_t bytes) {
+absl::Status CudaStream::DoCopy(void* dst, const void* src, size_t bytes) {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
                        "cudaMemcpyAsync");
 }
 
-absl::Status CudaStream::Fill(void* dst, unsigned char value, size_t bytes) {
+absl::Status CudaStream::DoFill(void* dst, unsigned char value, size_t bytes) {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaMemsetAsync(dst, value, bytes, stream_), "cudaMemsetAsync");
 }
 
-absl::Status CudaStream::CopyFromPageable(void* dst, const void* src, size_t bytes) {
+absl::Status CudaStream::DoCopyFromPageable(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
-  // A card's memory (torch's caching allocator hands gradients over from
-  // there) cannot be read by the host memcpy below: copy it in stream order.
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, src) == cudaSuccess &&
-      (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged)) {
-    return RuntimeStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
-                         "cudaMemcpyAsync");
-  }
-  (void)cudaGetLastError();  // an unregistered pointer may leave an error behind
   ASSIGN_OR_RETURN(Staging staged, TakeStaging(bytes));
   std::memcpy(staged.data, src, bytes);
   const cudaError_t copied =
@@ -102,10 +93,11 @@ absl::Status CudaStream::CopyFromPageable(void* dst, const void* src, size_t byt
     ReturnStaging(std::move(staged));  // nothing reads it
     return RuntimeStatus(copied, "cudaMemcpyAsync");
   }
-  absl::StatusOr<std::shared_ptr<Event>> read = Record();
+  absl::StatusOr<std::shared_ptr<Event>> read = DoRecord();
   if (!read.ok()) {
     // Without an event the buffer is reusable only once the stream is done.
-    absl::Status drained = Synchronize();
+    counts().HostWait();
+    absl::Status drained = DoSynchronize();
     ReturnStaging(std::move(staged));
     return drained;
   }
@@ -136,6 +128,7 @@ absl::StatusOr<CudaStream::Staging> CudaStream::TakeStaging(size_t bytes) {
   const size_t capacity = (bytes + kStagingQuantum - 1) / kStagingQuantum * kStagingQuantum;
   RETURN_IF_ERROR(MakeStagingRoom(capacity));
   void* data = nullptr;
+  counts().DriverCall();
   const cudaError_t pinned = cudaHostAlloc(&data, capacity, cudaHostAllocPortable);
   if (pinned != cudaSuccess) {
     (void)cudaGetLastError();
@@ -195,17 +188,18 @@ void CudaStream::FreeStaging() {
   staged_bytes_ = 0;
 }
 
-absl::StatusOr<std::shared_ptr<Event>> CudaStream::Record() {
+absl::StatusOr<std::shared_ptr<Event>> CudaStream::DoRecord() {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   MutexLock lock(events_mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<CudaEvent> event,
                    events_.Acquire([this]() -> absl::StatusOr<std::shared_ptr<CudaEvent>> {
+                     counts().DriverCall();
                      cudaEvent_t created = nullptr;
                      RETURN_IF_ERROR(RuntimeStatus(
                          cudaEventCreateWithFlags(&created, cudaEventDisableTiming),
                          "cudaEventCreateWithFlags"));
-                     return std::make_shared<CudaEvent>(ordinal_, created);
+                     return std::make_shared<CudaEvent>(ordinal_, created, shared_counts());
                    }));
   RETURN_IF_ERROR(RuntimeStatus(cudaEventRecord(event->native(), stream_), "cudaEventRecord"));
   return std::shared_ptr<Event>(std::move(event));
@@ -216,7 +210,7 @@ size_t CudaStream::events_created() {
   return events_.created();
 }
 
-absl::Status CudaStream::Wait(const std::shared_ptr<Event>& event) {
+absl::Status CudaStream::DoWait(const std::shared_ptr<Event>& event) {
   auto* cuda_event = dynamic_cast<const CudaEvent*>(event.get());
   if (cuda_event == nullptr) {
     // An event of another backend: order by blocking the host instead.
@@ -229,7 +223,7 @@ absl::Status CudaStream::Wait(const std::shared_ptr<Event>& event) {
                        "cudaStreamWaitEvent");
 }
 
-absl::Status CudaStream::Synchronize() {
+absl::Status CudaStream::DoSynchronize() {
   ScopedDevice on(ordinal_);
   RETURN_IF_ERROR(RuntimeStatus(on.status(), "cudaSetDevice"));
   return RuntimeStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,13 +26,14 @@ namespace zero::cuda {
 // Owns its cudaEvent_t (destroyed with the last holder, pool included).
 class CudaEvent final : public Event {
  public:
-  CudaEvent(int ordinal, cudaEvent_t event) : ordinal_(ordinal), event_(event) {}
+  CudaEvent(int ordinal, cudaEvent_t event, std::shared_ptr<StreamCounts> counts)
+      : Event(std::move(counts)), ordinal_(ordinal), event_(event) {}
   ~CudaEvent() override;
   bool Query() const override;
-  absl::Status Synchronize() const override;
   cudaEvent_t native() const { return event_; }
 
  private:
+  absl::Status DoSynchronize() const override;
   const int ordinal_;
   const cudaEvent_t event_;
 };
@@ -45,15 +47,6 @@ class CudaStream final : public Stream {
   ~CudaStream() override;
 
   int device() const override { return device_; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override;
-  absl::Status Copy(void* dst, const void* src, size_t bytes) override;
-  absl::Status Fill(void* dst, unsigned char value, size_t bytes) override;
-  // Copies `src` into a pinned staging buffer now, then enqueues the copy
-  // from it: the caller may reuse `src` at once and the host never waits.
-  absl::Status CopyFromPageable(void* dst, const void* src, size_t bytes) override;
-  absl::StatusOr<std::shared_ptr<Event>> Record() override;
-  absl::Status Wait(const std::shared_ptr<Event>& event) override;
-  absl::Status Synchronize() override;
   void* native_handle() const override { return stream_; }
   bool is_card() const override { return true; }
   int native_device() const override { return ordinal_; }
@@ -61,6 +54,17 @@ class CudaStream final : public Stream {
   size_t events_created();
 
  private:
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&> fn) override;
+  absl::Status DoCopy(void* dst, const void* src, size_t bytes) override;
+  absl::Status DoFill(void* dst, unsigned char value, size_t bytes) override;
+  // Copies `src` (host memory) into a pinned staging buffer now, then
+  // enqueues the copy from it: the caller may reuse `src` at once and the
+  // host never waits. Asks nothing of the driver about `src`: card memory
+  // goes through Copy (the caller says which it has).
+  absl::Status DoCopyFromPageable(void* dst, const void* src, size_t bytes) override;
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override;
+  absl::Status DoWait(const std::shared_ptr<Event>& event) override;
+  absl::Status DoSynchronize() override;
   CudaStream(int device, int ordinal, cudaStream_t stream, bool owned)
       : device_(device), ordinal_(ordinal), stream_(stream), owned_(owned) {}
 

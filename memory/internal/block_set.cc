@@ -60,8 +60,13 @@ BlockSet::iterator BlockSet::Carve(iterator it, size_t size, size_t alignment, S
   // Neighbours of a free block are never free, so the pieces need no
   // coalescing. The common case (no alignment padding) reuses the node.
   if (block_end > end) {
+    // The rest keeps only the uses still running: a finished one's event
+    // goes back to its stream's pool instead of riding along from
+    // remainder to remainder (which would make the pool grow).
+    PendingUses running;
+    MergePending(running, it->second.pending);
     InsertFree(end, Block{.size = block_end - end, .segment = segment, .users = {},
-                          .pending = it->second.pending});
+                          .pending = std::move(running)});
   }
   StreamList users;
   if (user != nullptr) users.push_back(user);

@@ -205,9 +205,10 @@ TEST_F(ElementwiseCardTest, CopyFromPageableLetsTheCallerReuseItsBuffer) {
 }
 
 // Card memory of another allocator (cudaMalloc here; torch's tensors from
-// Python) goes through CopyFromPageable in stream order, not through the
-// host: the bytes arrive, behind work already on the stream.
-TEST_F(ElementwiseCardTest, CopyFromPageableReadsForeignCardMemory) {
+// Python) goes through Copy in stream order, not through the host (the
+// caller says it is card memory: no pointer query): the bytes arrive,
+// behind work already on the stream.
+TEST_F(ElementwiseCardTest, CopyReadsForeignCardMemory) {
   constexpr size_t kN = 1 << 20;
   void* foreign = nullptr;
   ASSERT_EQ(cudaMalloc(&foreign, kN), cudaSuccess);
@@ -216,7 +217,7 @@ TEST_F(ElementwiseCardTest, CopyFromPageableReadsForeignCardMemory) {
   void* block = system_->pool(0).Allocate(kN, Tag::kOther, stream_).value();
   blocks_.push_back({block, kN});
   ASSERT_TRUE(stream_->Fill(block, 1, kN).ok());
-  ASSERT_TRUE(stream_->CopyFromPageable(block, foreign, kN).ok());
+  ASSERT_TRUE(stream_->Copy(block, foreign, kN).ok());
   const std::vector<uint8_t> got = Download(static_cast<uint8_t*>(block), kN);
   cudaFree(foreign);
   for (size_t i = 0; i < kN; i += 4099) ASSERT_EQ(got[i], 7) << "byte " << i;

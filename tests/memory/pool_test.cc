@@ -287,20 +287,20 @@ class NoEventStream : public Stream {
  public:
   explicit NoEventStream(Stream* inner) : inner_(inner) {}
   int device() const override { return inner_->device(); }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&> fn) override {
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&> fn) override {
     return inner_->Enqueue(std::move(fn));
   }
-  absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+  absl::Status DoCopy(void* dst, const void* src, size_t bytes) override {
     return inner_->Copy(dst, src, bytes);
   }
-  absl::Status Fill(void* dst, unsigned char value, size_t bytes) override {
+  absl::Status DoFill(void* dst, unsigned char value, size_t bytes) override {
     return inner_->Fill(dst, value, bytes);
   }
-  absl::StatusOr<std::shared_ptr<Event>> Record() override {
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override {
     return absl::InternalError("no event on this stream");
   }
-  absl::Status Wait(const std::shared_ptr<Event>& event) override { return inner_->Wait(event); }
-  absl::Status Synchronize() override {
+  absl::Status DoWait(const std::shared_ptr<Event>& event) override { return inner_->Wait(event); }
+  absl::Status DoSynchronize() override {
     ++synchronized;
     return inner_->Synchronize();
   }

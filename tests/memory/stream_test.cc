@@ -156,24 +156,65 @@ TEST(HostStreamTest, EventsOutliveTheirStream) {
   EXPECT_TRUE(event->Synchronize().ok());
 }
 
-TEST(EventPoolTest, ReusesOnlyWhatNobodyHoldsAndKeepsAtMostItsCapacity) {
-  EventPool<int> pool(2);
-  auto make = [] { return absl::StatusOr<std::shared_ptr<int>>(std::make_shared<int>(0)); };
-  std::shared_ptr<int> a = *pool.Acquire(make);
-  std::shared_ptr<int> b = *pool.Acquire(make);
-  std::shared_ptr<int> c = *pool.Acquire(make);  // beyond capacity: not kept
-  EXPECT_EQ(pool.created(), 3u);
-  EXPECT_NE(a, b);
-  const int* freed = b.get();
-  b.reset();
-  c.reset();
-  std::shared_ptr<int> d = *pool.Acquire(make);
-  EXPECT_EQ(d.get(), freed);
-  EXPECT_EQ(pool.created(), 3u);
-  // Both pooled events are held now, so a new one must be made: its error
-  // comes back.
+// The pool keeps all it made, so once the most events ever held at once
+// exist, records create none: no event is made and destroyed per step.
+TEST(EventPoolTest, ReusesOnlyWhatNobodyHoldsAndKeepsEverythingItMade) {
+  EventPool<int> pool;
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    return absl::StatusOr<std::shared_ptr<int>>(std::make_shared<int>(0));
+  };
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::shared_ptr<int>> held;
+    for (int i = 0; i < 40; ++i) held.push_back(*pool.Acquire(make));
+    for (size_t i = 1; i < held.size(); ++i) EXPECT_NE(held[i], held[i - 1]);
+  }
+  EXPECT_EQ(made, 40) << "past a capacity of 32 every round would make 8 more";
+  EXPECT_EQ(pool.created(), 40u);
+  // All held: a new one must be made, and its error comes back.
+  std::vector<std::shared_ptr<int>> all;
+  for (int i = 0; i < 40; ++i) all.push_back(*pool.Acquire(make));
   auto failing = [] { return absl::StatusOr<std::shared_ptr<int>>(absl::InternalError("no")); };
   EXPECT_EQ(pool.Acquire(failing).status().code(), absl::StatusCode::kInternal);
+}
+
+// Every verb counts where the engine reads its per-step figures
+// (stream_counts.h): enqueued work, host waits, driver calls.
+TEST(HostStreamTest, CountsEnqueuedWorkHostWaitsAndDriverCalls) {
+  HostStream stream(0);
+  auto counts = std::make_shared<StreamCounts>();
+  stream.CountInto(counts);
+  std::vector<char> a(64, 1), b(64, 0);
+  std::latch release(1);
+  ASSERT_TRUE(stream.Enqueue([&] { release.wait(); }).ok());
+  ASSERT_TRUE(stream.Copy(b.data(), a.data(), 64).ok());
+  ASSERT_TRUE(stream.Fill(b.data(), 0, 8).ok());
+  ASSERT_TRUE(stream.CopyFromPageable(b.data(), a.data(), 64).ok());  // busy: staged
+  EXPECT_EQ(counts->Read(), (StreamOps{.enqueued = 4, .host_waits = 0, .driver_calls = 1}))
+      << "one staging buffer made";
+  auto event = stream.Record();  // busy: a pooled event, made once
+  ASSERT_TRUE(event.ok());
+  HostStream other(0);
+  other.CountInto(counts);
+  ASSERT_TRUE(other.Wait(*event).ok());  // the other stream's worker waits, not the host
+  EXPECT_EQ(counts->Read().host_waits, 0u);
+  EXPECT_EQ(counts->Read().driver_calls, 2u);
+  release.count_down();
+  ASSERT_TRUE((*event)->Synchronize().ok());
+  ASSERT_TRUE(stream.Synchronize().ok());
+  ASSERT_TRUE(other.Synchronize().ok());
+  EXPECT_EQ(counts->Read().host_waits, 3u);
+  // Warm: the same work again makes nothing new.
+  *event = nullptr;
+  const StreamOps before = counts->Read();
+  ASSERT_TRUE(stream.Enqueue([] {}).ok());
+  ASSERT_TRUE(stream.CopyFromPageable(b.data(), a.data(), 64).ok());
+  auto again = stream.Record();
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_EQ(counts->Read() - before,
+            (StreamOps{.enqueued = 2, .host_waits = 1, .driver_calls = 0}));
 }
 
 TEST(MetaStreamTest, CompletesAtOnce) {

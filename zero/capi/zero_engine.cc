@@ -121,7 +121,14 @@ std::string StatsJson(const Engine& engine) {
                           k == 0 ? "" : ",", Name(static_cast<CollectiveKind>(k)), op.calls,
                           op.bytes_sent, op.bytes_received);
   }
-  out += "}}";
+  out += "},\"stream_ops\":{";
+  const auto window = [](const char* name, const StreamOps& o) {
+    return absl::StrFormat("\"%s\":{\"enqueued\":%d,\"host_waits\":%d,\"driver_calls\":%d}",
+                           name, o.enqueued, o.host_waits, o.driver_calls);
+  };
+  absl::StrAppend(&out, window("step", s.stream_ops.step), ",",
+                  window("max_micro_batch", s.stream_ops.max_micro_batch), ",",
+                  window("step_call", s.stream_ops.step_call), "}}");
   return out;
 }
 
@@ -295,7 +302,13 @@ int zero_engine_add_grad(zero_engine_t engine, int param, const void* grad, size
   return Guard([&]() -> absl::Status {
     RETURN_IF_ERROR(Required(engine, "engine"));
     ASSIGN_OR_RETURN(zero::DType type, zero::DTypeFromNccl(dtype));
-    return engine->engine->AddGrad(param, grad, numel, type);
+    // The gradient is on the engine's device (the package checks): on a
+    // card, card memory of torch's allocator, read in stream order; on host
+    // devices, ordinary host memory, staged.
+    zero::Engine& e = *engine->engine;
+    return e.AddGrad(param, grad, numel, type, nullptr,
+                     e.stream()->is_card() ? zero::Engine::GradSource::kDevice
+                                           : zero::Engine::GradSource::kAuto);
   });
 }
 

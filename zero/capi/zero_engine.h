@@ -219,8 +219,10 @@ int zero_engine_loss_scale(zero_engine_t engine, double* scale);
 
 /* Statistics as one JSON object (steps, skipped_steps, loss_scale,
  * last_grad_norm, micro_batches, device pool bytes per tag with peaks, host
- * bytes, collective traffic, and the layout: parameters, padded elements,
- * per-rank shard). Writes at most `size` bytes (NUL included) to `buffer`
+ * bytes, collective traffic, the layout: parameters, padded elements,
+ * per-rank shard, and stream_ops: the last step's operations enqueued, host
+ * waits and driver calls on the rank's device, for the whole step, its
+ * busiest micro-batch and its Step call: zero/internal/step_ops.h). Writes at most `size` bytes (NUL included) to `buffer`
  * and the full length plus one to *needed: call again with a larger buffer
  * when *needed > size. */
 int zero_engine_stats_json(zero_engine_t engine, char* buffer, size_t size, size_t* needed);

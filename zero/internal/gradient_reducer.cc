@@ -76,7 +76,8 @@ absl::Status GradientReducer::MarkWritten(int id) {
 }
 
 absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType dtype,
-                                  const std::shared_ptr<Event>& ready, int64_t step) {
+                                  const std::shared_ptr<Event>& ready, bool on_device,
+                                  int64_t step) {
   RETURN_IF_ERROR(CheckHandOver(id, step));
   const ParamSlot& p = ctx_.layout.params()[id];
   if (dtype != ctx_.dtype || numel != p.numel || (grad == nullptr && ctx_.has_bytes)) {
@@ -91,9 +92,8 @@ absl::Status GradientReducer::Add(int id, const void* grad, size_t numel, DType 
     // Device memory is the caller's to keep until the copy ran (stream
     // order); any other host memory may be reused on return: staged.
     const size_t bytes = numel * ctx_.esize;
-    RETURN_IF_ERROR(ctx_.devices->device_of(grad).has_value()
-                        ? ctx_.stream->Copy(slot, grad, bytes)
-                        : ctx_.stream->CopyFromPageable(slot, grad, bytes));
+    RETURN_IF_ERROR(on_device ? ctx_.stream->Copy(slot, grad, bytes)
+                              : ctx_.stream->CopyFromPageable(slot, grad, bytes));
   }
   return MarkWritten(id);
 }
@@ -132,17 +132,34 @@ absl::StatusOr<char*> GradientReducer::StagingFor(int unit) {
     }
     staging = state.staging.data<char>();
   }
-  if (state.received == 0 && in_states && state.reduced) {
+  if (state.readied) return staging;
+  if (in_states && state.reduced) {
     // The last micro-batch's reduction may still read these gradients.
     RETURN_IF_ERROR(ctx_.stream->Wait(state.reduced));
   }
-  if (state.received == 0 && ctx_.has_bytes) {
-    for (const auto& [begin, end] : ctx_.layout.PaddingOf(unit)) {
-      RETURN_IF_ERROR(
-          ctx_.stream->Fill(staging + begin * ctx_.esize, 0, (end - begin) * ctx_.esize));
-    }
-  }
+  if (ctx_.has_bytes) RETURN_IF_ERROR(ZeroPadding(unit, staging));
+  state.readied = true;
+  ++readied_;
   return staging;
+}
+
+// A fill per gap for a few, else one fill from the first gap to the last:
+// O(units) operations, not one per parameter. Every gradient of the unit
+// is written after this in stream order (each parameter once per
+// micro-batch), so zeroing the slots between the gaps loses nothing.
+absl::Status GradientReducer::ZeroPadding(int unit, char* staging) {
+  constexpr size_t kFillsPerUnit = 2;
+  const auto gaps = ctx_.layout.PaddingOf(unit);
+  if (gaps.empty()) return absl::OkStatus();
+  const size_t esize = ctx_.esize;
+  if (gaps.size() <= kFillsPerUnit) {
+    for (const auto& [begin, end] : gaps) {
+      RETURN_IF_ERROR(ctx_.stream->Fill(staging + begin * esize, 0, (end - begin) * esize));
+    }
+    return absl::OkStatus();
+  }
+  const size_t begin = gaps.front().first, end = gaps.back().second;
+  return ctx_.stream->Fill(staging + begin * esize, 0, (end - begin) * esize);
 }
 
 absl::Status GradientReducer::ReduceReadyUnits() {
@@ -257,6 +274,7 @@ void GradientReducer::ReleaseStaging(int unit) {
 void GradientReducer::ResetMicroBatch() {
   for (UnitState& u : units_) {
     u.received = 0;
+    u.readied = false;
     u.staging.Reset();
   }
   std::fill(received_.begin(), received_.end(), uint8_t{0});

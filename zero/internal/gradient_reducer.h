@@ -36,19 +36,25 @@ class GradientReducer {
   // before the call, on ctx.stream) wrote it. No host wait.
   absl::StatusOr<char*> Slot(int id, int64_t step);
   absl::Status Written(int id, const std::shared_ptr<Event>& written, int64_t step);
-  // Copying: the same, from `grad` after `ready` (Engine::AddGrad).
+  // Copying: the same, from `grad` after `ready` (Engine::AddGrad): read in
+  // stream order when `on_device`, else staged from host memory.
   absl::Status Add(int id, const void* grad, size_t numel, DType dtype,
-                   const std::shared_ptr<Event>& ready, int64_t step);
+                   const std::shared_ptr<Event>& ready, bool on_device, int64_t step);
   // OK when every micro-batch of the step is complete; else what is missing.
   absl::Status ReadyForStep() const;
   // Completed micro-batches of the current step.
   int micro_batches() const { return micro_batches_; }
+  // How often a unit's slots were readied on ctx.stream (a buffer taken,
+  // padding zeroed, the last reduction waited for): a producer stream
+  // ordered after ctx.stream since the last change needs no new order.
+  uint64_t readied() const { return readied_; }
   // Drops the step's gradients, a partial micro-batch included.
   void Clear();
 
  private:
   struct UnitState {
     int received = 0;  // parameters handed over in this micro-batch
+    bool readied = false;  // its slots readied on ctx.stream in this micro-batch
     Buffer staging;    // the unit's gradients in flight (when not in whole gradients)
     // Recorded on the communication stream after the unit's last reduction:
     // gradients staged in place in the model states wait for it.
@@ -59,6 +65,7 @@ class GradientReducer {
   absl::StatusOr<char*> SlotOf(int id);
   absl::Status MarkWritten(int id);
   absl::StatusOr<char*> StagingFor(int unit);
+  absl::Status ZeroPadding(int unit, char* staging);  // on the compute stream
   absl::Status ReduceReadyUnits();
   absl::Status ReduceUnit(int unit);
   absl::Status ReduceWidened(int unit, const char* staging, bool first);
@@ -77,6 +84,7 @@ class GradientReducer {
   std::vector<uint8_t> received_;
   int next_unit_to_reduce_;
   int micro_batches_ = 0;
+  uint64_t readied_ = 0;
 };
 
 }  // namespace zero

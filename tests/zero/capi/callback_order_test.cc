@@ -104,18 +104,18 @@ TEST(CallbackOrder, AHostStreamCallReturnsAtOnceAndOrdersTheStream) {
 class FakeCardStream final : public Stream {
  public:
   int device() const override { return 0; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override {
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&>) override {
     ++enqueued;
     return absl::OkStatus();
   }
-  absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
-  absl::Status Fill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
-  absl::StatusOr<std::shared_ptr<Event>> Record() override {
+  absl::Status DoCopy(void*, const void*, size_t) override { return absl::OkStatus(); }
+  absl::Status DoFill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override {
     ++enqueued;
     return absl::UnimplementedError("not recorded on a card's stream");
   }
-  absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
-  absl::Status Synchronize() override {
+  absl::Status DoWait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
+  absl::Status DoSynchronize() override {
     ++synchronized;
     return fail_synchronize ? absl::InternalError("the card fell off the bus")
                             : absl::OkStatus();

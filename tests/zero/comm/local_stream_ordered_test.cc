@@ -292,14 +292,14 @@ class FakeCardStream final : public Stream {
  public:
   explicit FakeCardStream(void* handle) : handle_(handle) {}
   int device() const override { return 0; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return absl::OkStatus(); }
-  absl::Status Copy(void*, const void*, size_t) override { return absl::OkStatus(); }
-  absl::Status Fill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
-  absl::StatusOr<std::shared_ptr<Event>> Record() override {
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&>) override { return absl::OkStatus(); }
+  absl::Status DoCopy(void*, const void*, size_t) override { return absl::OkStatus(); }
+  absl::Status DoFill(void*, unsigned char, size_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override {
     return absl::UnimplementedError("fake");
   }
-  absl::Status Wait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status DoWait(const std::shared_ptr<Event>&) override { return absl::OkStatus(); }
+  absl::Status DoSynchronize() override { return absl::OkStatus(); }
   void* native_handle() const override { return handle_; }
   bool is_card() const override { return true; }
 

@@ -182,12 +182,12 @@ class HandleOnlyStream final : public Stream {
   // Null: a card's legacy default stream (CudaStream::Wrap of null).
   explicit HandleOnlyStream(void* handle = reinterpret_cast<void*>(0x1234)) : handle_(handle) {}
   int device() const override { return 0; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
-  absl::Status Copy(void*, const void*, size_t) override { return Unused(); }
-  absl::Status Fill(void*, unsigned char, size_t) override { return Unused(); }
-  absl::StatusOr<std::shared_ptr<Event>> Record() override { return Unused(); }
-  absl::Status Wait(const std::shared_ptr<Event>&) override { return Unused(); }
-  absl::Status Synchronize() override { return Unused(); }
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
+  absl::Status DoCopy(void*, const void*, size_t) override { return Unused(); }
+  absl::Status DoFill(void*, unsigned char, size_t) override { return Unused(); }
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override { return Unused(); }
+  absl::Status DoWait(const std::shared_ptr<Event>&) override { return Unused(); }
+  absl::Status DoSynchronize() override { return Unused(); }
   void* native_handle() const override { return handle_; }
   bool is_card() const override { return true; }
 

@@ -48,12 +48,12 @@ TEST(NcclTest, UnavailableWithoutACard) {
 class LegacyDefaultStream final : public Stream {
  public:
   int device() const override { return 0; }
-  absl::Status Enqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
-  absl::Status Copy(void*, const void*, size_t) override { return Unused(); }
-  absl::Status Fill(void*, unsigned char, size_t) override { return Unused(); }
-  absl::StatusOr<std::shared_ptr<Event>> Record() override { return Unused(); }
-  absl::Status Wait(const std::shared_ptr<Event>&) override { return Unused(); }
-  absl::Status Synchronize() override {
+  absl::Status DoEnqueue(absl::AnyInvocable<void() &&>) override { return Unused(); }
+  absl::Status DoCopy(void*, const void*, size_t) override { return Unused(); }
+  absl::Status DoFill(void*, unsigned char, size_t) override { return Unused(); }
+  absl::StatusOr<std::shared_ptr<Event>> DoRecord() override { return Unused(); }
+  absl::Status DoWait(const std::shared_ptr<Event>&) override { return Unused(); }
+  absl::Status DoSynchronize() override {
     return cudaDeviceSynchronize() == cudaSuccess ? absl::OkStatus()
                                                   : absl::InternalError("cudaDeviceSynchronize");
   }
