@@ -8,6 +8,7 @@
 //  - RunWithGoals, the main that puts them together.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -26,6 +27,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
         errors_.push_back(run.benchmark_name() + ": " + run.error_message);
       } else if (run.run_type == Run::RT_Iteration && run.iterations > 0) {
         seconds_[run.benchmark_name()] = run.real_accumulated_time / run.iterations;
+        cpu_rounds_[run.benchmark_name()].push_back(run.cpu_accumulated_time / run.iterations);
       }
     }
     ConsoleReporter::ReportRuns(runs);
@@ -35,11 +37,22 @@ class RatioReporter : public benchmark::ConsoleReporter {
     auto it = seconds_.find(name);
     return it == seconds_.end() ? 0.0 : it->second;
   }
+  // The median over the repetitions (--benchmark_repetitions) of the named
+  // run's CPU seconds per iteration; 0 when it did not run.
+  double cpu_median(const std::string& name) const {
+    auto it = cpu_rounds_.find(name);
+    if (it == cpu_rounds_.end() || it->second.empty()) return 0.0;
+    std::vector<double> rounds = it->second;
+    std::sort(rounds.begin(), rounds.end());
+    const size_t n = rounds.size();
+    return n % 2 == 1 ? rounds[n / 2] : (rounds[n / 2 - 1] + rounds[n / 2]) / 2;
+  }
   // "name: message" of each run that stopped with an error.
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
   std::map<std::string, double> seconds_;
+  std::map<std::string, std::vector<double>> cpu_rounds_;
   std::vector<std::string> errors_;
 };
 

@@ -1,6 +1,7 @@
 #include "memory/caching_pool.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -43,12 +44,36 @@ absl::Status CachingPool::CheckRequest(size_t bytes, size_t alignment) const {
 absl::StatusOr<void*> CachingPool::DoAllocate(size_t bytes, size_t alignment, Tag tag,
                                               Stream* stream) {
   stream = Resolve(stream);
-  MutexLock lock(mu_);
+  // Checked before the lock: they read nothing it guards.
   absl::Status valid = CheckRequest(bytes, alignment);
   if (valid.ok()) valid = CheckStream(stream, "allocation");
+  MutexLock lock(mu_);
   if (!valid.ok()) return Rejected(valid);
   if (bytes > capacity_) return OutOfMemory(bytes, tag, "larger than the whole pool");
   const size_t size = AlignUp(bytes, options_.round_to);
+  BlockMap::iterator it;
+  if (std::optional<FrontCache::Entry> cached = front_.Take(stream, size, alignment)) {
+    it = cached->block;  // stream order covers its last use: no event, no split
+    it->second.cached = false;
+  } else {
+    ASSIGN_OR_RETURN(it, FitOrGrow(bytes, size, alignment, tag, stream));
+  }
+  Block& block = it->second;
+  block.requested = bytes;
+  block.tag = tag;
+  CountAlloc(stats_, block.size, block.requested, block.tag);
+  timeline_.Add(TraceAction::kAlloc, device_, it->first, bytes, tag, stream);
+  return reinterpret_cast<void*>(it->first);
+}
+
+// The best fit among the free blocks, the front cache flushed into them
+// first (so a miss sees them coalesced, as without the cache), else grown
+// memory; carved and ordered after its pending uses.
+absl::StatusOr<CachingPool::BlockMap::iterator> CachingPool::FitOrGrow(size_t bytes,
+                                                                       size_t size,
+                                                                       size_t alignment, Tag tag,
+                                                                       Stream* stream) {
+  FlushFront();
   BlockMap::iterator it = blocks_.FindFit(size, alignment, stream);
   if (it == blocks_.blocks().end()) {
     absl::StatusOr<BlockMap::iterator> grown = GrowOrTrim(size, alignment);
@@ -59,19 +84,24 @@ absl::StatusOr<void*> CachingPool::DoAllocate(size_t bytes, size_t alignment, Ta
     it = *grown;
   }
   RETURN_IF_ERROR(BlockSet::OrderAfterUses(it->second, stream));
-  it = blocks_.Carve(it, size, alignment, stream);
-  Block& block = it->second;
-  block.requested = bytes;
-  block.tag = tag;
-  CountAlloc(stats_, block.size, block.requested, block.tag);
-  timeline_.Add(TraceAction::kAlloc, device_, it->first, bytes, tag, stream);
-  return reinterpret_cast<void*>(it->first);
+  return blocks_.Carve(it, size, alignment, stream);
+}
+
+// Frees the cached blocks into the free blocks, with the uses their frees
+// recorded.
+void CachingPool::FlushFront() {
+  for (const FrontCache::Entry& e : front_.TakeAll()) FreeCached(e);
+}
+
+void CachingPool::FreeCached(const FrontCache::Entry& entry) {
+  blocks_.Release(entry.block, entry.uses);
 }
 
 absl::StatusOr<CachingPool::BlockMap::iterator> CachingPool::GrowOrTrim(size_t size,
                                                                         size_t alignment) {
   absl::StatusOr<BlockMap::iterator> grown = Grow(size, alignment);
   if (grown.ok() || !absl::IsResourceExhausted(grown.status())) return grown;
+  FlushFront();
   ASSIGN_OR_RETURN(size_t released, TrimLocked());
   if (released == 0) return grown;
   return Grow(size, alignment);
@@ -102,22 +132,42 @@ absl::Status CachingPool::DoDeallocate(void* ptr, size_t bytes, Stream* stream) 
   if (!found.ok()) return Rejected(Annotate(found.status(), Name()));
   if (absl::Status s = CheckStream(stream, "free"); !s.ok()) return Rejected(s);
   const uintptr_t addr = (*found)->first;
-  const Block& block = (*found)->second;
+  Block& block = (*found)->second;
   const size_t size = block.size, requested = block.requested;
   const Tag tag = block.tag;
-  // Events first: a failed record leaves the block allocated and uncounted.
-  absl::StatusOr<BlockMap::iterator> freed = blocks_.Free(*found, stream);
-  if (!freed.ok()) return Rejected(Annotate(freed.status(), Name()));
+  if (OnlyUsedOn(block, stream)) {
+    // Kept for this stream's next request of the size; booked as free (and
+    // coalesced) only when it leaves the cache.
+    absl::StatusOr<PendingUses> uses = blocks_.RecordUses(block, stream);
+    if (!uses.ok()) return Rejected(Annotate(uses.status(), Name()));
+    block.cached = true;
+    block.requested = 0;
+    if (std::optional<FrontCache::Entry> evicted =
+            front_.Put({stream, size, *found, *std::move(uses)})) {
+      FreeCached(*evicted);
+    }
+  } else {
+    // Events first: a failed record leaves the block allocated and uncounted.
+    absl::StatusOr<BlockMap::iterator> freed = blocks_.Free(*found, stream);
+    if (!freed.ok()) return Rejected(Annotate(freed.status(), Name()));
+  }
   CountFree(stats_, size, requested, tag);
   timeline_.Add(TraceAction::kFreeCompleted, device_, addr, bytes, tag, stream);
   return absl::OkStatus();
+}
+
+// Whether only `stream` used the block (allocated there, no RecordStream of
+// another): then its next use on `stream` is ordered by the stream alone.
+bool CachingPool::OnlyUsedOn(const Block& block, Stream* stream) {
+  if (stream == nullptr) return block.users.empty();
+  return block.users.empty() || (block.users.size() == 1 && block.users[0] == stream);
 }
 
 absl::Status CachingPool::RecordStream(void* ptr, Stream* stream) {
   stream = Resolve(stream);
   MutexLock lock(mu_);
   auto it = blocks_.blocks().find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == blocks_.blocks().end() || !it->second.allocated) {
+  if (it == blocks_.blocks().end() || !it->second.allocated || it->second.cached) {
     return Rejected(absl::NotFoundError(
         absl::StrFormat("%s: RecordStream on %p, which is not allocated", Name(), ptr)));
   }
@@ -126,12 +176,19 @@ absl::Status CachingPool::RecordStream(void* ptr, Stream* stream) {
   return absl::OkStatus();
 }
 
+void CachingPool::FlushCache() {
+  MutexLock lock(mu_);
+  FlushFront();
+}
+
 absl::StatusOr<size_t> CachingPool::Trim() {
   MutexLock lock(mu_);
+  FlushFront();
   return TrimLocked();
 }
 
 void CachingPool::SynchronizeAll() {
+  FlushFront();
   StreamList users;
   for (auto& [addr, block] : blocks_.blocks()) {
     MergeStreams(users, block.users);
@@ -159,7 +216,7 @@ absl::Status CachingPool::Rejected(absl::Status status) {
 
 PoolStats CachingPool::stats() const {
   MutexLock lock(mu_);
-  return Reported(stats_, blocks_.largest_free());
+  return Reported(stats_, std::max(blocks_.largest_free(), front_.largest()));
 }
 
 void CachingPool::ResetPeaks() {
@@ -178,8 +235,9 @@ std::vector<SegmentInfo> CachingPool::Segments() const {
       segment = block.segment;
     }
     segments.back().size += block.size;
-    segments.back().blocks.push_back(
-        BlockInfo{addr, block.size, block.requested, block.allocated, block.tag});
+    // A cached block is free to callers.
+    segments.back().blocks.push_back(BlockInfo{addr, block.size, block.requested,
+                                               block.allocated && !block.cached, block.tag});
   }
   return segments;
 }

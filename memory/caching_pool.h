@@ -21,6 +21,11 @@
 // are done. So bytes freed while work on any of their streams still reads or
 // writes them are never touched by the next owner's work before that work
 // ends, and work enqueued on those streams after the free is not waited for.
+// A block freed on the only stream that used it goes to a small front cache
+// (memory/internal/front_cache.h) that the same stream's next request of its
+// rounded size takes back with no event, split or coalescing; any other
+// request (and a trim) flushes the cache into the free blocks first (events
+// recorded then), so fit and coalescing are as without it.
 // Among the free blocks that fit, the pool prefers the smallest one the
 // allocating stream can take without a wait (its pending uses are on that
 // stream, or done), as PyTorch's per-stream pools and RMM's per-stream free
@@ -45,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
 #include "memory/internal/block_set.h"
+#include "memory/internal/front_cache.h"
 #include "memory/pool_stats.h"
 #include "memory/resource.h"
 #include "memory/timeline.h"
@@ -88,6 +94,11 @@ class CachingPool : public MemoryResource {
   // reused before the work enqueued there until the free is done. `stream`
   // may belong to another device (a peer reading it). Null: Resolve's meaning.
   absl::Status RecordStream(void* ptr, Stream* stream);
+
+  // Frees the front cache's blocks into the free blocks, coalesced (events
+  // recorded now): what growing and trimming do first. For snapshots and
+  // tests that look at coalescing.
+  void FlushCache();
 
   // Gives back every free range the subclass can release, after synchronizing
   // the streams that used it. Returns the bytes released.
@@ -156,9 +167,16 @@ class CachingPool : public MemoryResource {
   Timeline timeline_;
 
  private:
+  FrontCache front_ ABSL_GUARDED_BY(mu_);  // same-stream reuse without the best-fit search
   absl::Status CheckRequest(size_t bytes, size_t alignment) const;
   absl::StatusOr<BlockMap::iterator> GrowOrTrim(size_t size, size_t alignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<BlockMap::iterator> FitOrGrow(size_t bytes, size_t size, size_t alignment,
+                                               Tag tag, Stream* stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static bool OnlyUsedOn(const Block& block, Stream* stream);
+  void FlushFront() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeCached(const FrontCache::Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OutOfMemory(size_t bytes, Tag tag, absl::string_view why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Rejected(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -6,9 +6,11 @@
 // A holder therefore never sees its event re-recorded: reuse waits until the
 // last outside shared_ptr is gone. The count is exact here because only the
 // pool makes copies, under its owner's lock; holders must not keep weak_ptrs.
-// The pool keeps every event it makes: its size is the most events held at
-// once, so a steady training step creates none (a cap would create and
-// destroy the events past it on every step).
+// The pool keeps every event it makes and grows by doubling: its size is
+// under twice the most events held at once, so a steady training step
+// creates none (a cap would create and destroy the events past it on every
+// step, and growing one at a time would create one whenever the count held
+// at once, which host timing moves, reaches a new high).
 // Not thread-safe: the owning stream's lock guards it.
 #pragma once
 
@@ -38,16 +40,30 @@ class EventPool {
         return events_[k];
       }
     }
-    absl::StatusOr<std::shared_ptr<E>> made = std::forward<Make>(make)();
-    if (!made.ok()) return made;
-    events_.push_back(*made);
-    return made;
+    // None free: the pool doubles (at least one new event), so a held count
+    // that wanders a little above its last peak makes no new events, and a
+    // growing one makes O(log) batches in all.
+    const size_t first = events_.size();
+    const size_t grow = first < kFirstBatch ? kFirstBatch - first : first;
+    for (size_t i = 0; i < grow; ++i) {
+      absl::StatusOr<std::shared_ptr<E>> made = make();
+      if (!made.ok()) {
+        if (i == 0) return made;
+        break;
+      }
+      events_.push_back(*std::move(made));
+    }
+    next_ = first + 1;
+    return events_[first];
   }
 
-  // Events made so far: the most held at once.
+  // Events made so far.
   size_t created() const { return events_.size(); }
 
  private:
+  // A stream holds a few events at once in the usual case: made together
+  // the first time, so small wanderings of that count create none later.
+  static constexpr size_t kFirstBatch = 8;
   std::vector<std::shared_ptr<E>> events_;
   size_t next_ = 0;
 };

@@ -34,16 +34,22 @@ void Timeline::Add(TraceAction action, int device, uintptr_t address, size_t siz
   if (limit_ == 0) return;
   TraceEvent event{NowNs() - start_ns_, action, device, address, size, tag, stream};
   MutexLock lock(mu_);
-  if (events_.size() == limit_) {
-    events_.pop_front();
-    ++dropped_;
+  if (events_.size() < limit_) {
+    events_.push_back(event);
+    return;
   }
-  events_.push_back(event);
+  // Full: overwrite the oldest. A ring, not a deque: no chunk is allocated
+  // and freed every few events on the pool's hot path.
+  events_[oldest_] = event;
+  oldest_ = (oldest_ + 1) % limit_;
+  ++dropped_;
 }
 
 std::vector<TraceEvent> Timeline::events() const {
   MutexLock lock(mu_);
-  return {events_.begin(), events_.end()};
+  std::vector<TraceEvent> ordered(events_.begin() + oldest_, events_.end());
+  ordered.insert(ordered.end(), events_.begin(), events_.begin() + oldest_);
+  return ordered;
 }
 
 uint64_t Timeline::dropped() const {

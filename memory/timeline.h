@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +46,8 @@ class Timeline {
   const size_t limit_;
   const int64_t start_ns_;
   mutable Mutex mu_;
-  std::deque<TraceEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::vector<TraceEvent> events_ ABSL_GUARDED_BY(mu_);  // a ring once full
+  size_t oldest_ ABSL_GUARDED_BY(mu_) = 0;  // where the ring starts
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -126,8 +126,7 @@ BlockSet::iterator BlockSet::Coalesce(iterator it) {
   return it;
 }
 
-absl::StatusOr<BlockSet::iterator> BlockSet::Free(iterator it, Stream* stream) {
-  Block& block = it->second;
+absl::StatusOr<PendingUses> BlockSet::RecordUses(const Block& block, Stream* stream) {
   StreamList users = block.users;
   if (stream != nullptr) AddStream(users, stream);
   const uint64_t order = ++frees_;
@@ -135,7 +134,7 @@ absl::StatusOr<BlockSet::iterator> BlockSet::Free(iterator it, Stream* stream) {
   for (Stream* user : users) {
     absl::StatusOr<std::shared_ptr<Event>> event = user->Record();
     if (event.ok()) {
-      recorded.push_back(PendingUse{user, *std::move(event), order});
+      if (!(*event)->Query()) recorded.push_back(PendingUse{user, *std::move(event), order});
       continue;
     }
     // No event: wait for the stream here rather than keep the block
@@ -147,13 +146,25 @@ absl::StatusOr<BlockSet::iterator> BlockSet::Free(iterator it, Stream* stream) {
                                        waited.message()));
     }
   }
+  return recorded;
+}
+
+BlockSet::iterator BlockSet::Release(iterator it, const PendingUses& recorded) {
+  Block& block = it->second;
   block.users.clear();
   block.pending.clear();
+  block.cached = false;
   MergePending(block.pending, recorded);
   block.allocated = false;
   block.requested = 0;
   free_.emplace(block.size, it->first);
   return Coalesce(it);
+}
+
+absl::StatusOr<BlockSet::iterator> BlockSet::Free(iterator it, Stream* stream) {
+  absl::StatusOr<PendingUses> recorded = RecordUses(it->second, stream);
+  if (!recorded.ok()) return recorded.status();
+  return Release(it, *recorded);
 }
 
 absl::StatusOr<BlockSet::iterator> BlockSet::FindAllocated(uintptr_t addr, size_t bytes) {
@@ -177,7 +188,7 @@ absl::StatusOr<BlockSet::iterator> BlockSet::FindAllocated(uintptr_t addr, size_
     }
     return absl::NotFoundError(absl::StrFormat("%p was not allocated by this pool", ptr));
   }
-  if (!it->second.allocated) {
+  if (!it->second.allocated || it->second.cached) {
     return absl::FailedPreconditionError(absl::StrFormat("double free of %p", ptr));
   }
   if (bytes != it->second.requested) {

@@ -46,6 +46,7 @@ class BlockSet {
     size_t size = 0;
     size_t requested = 0;  // 0 when free
     bool allocated = false;
+    bool cached = false;  // freed into the pool's FrontCache: allocated here, free to callers
     Tag tag = Tag::kOther;
     uint32_t segment = 0;  // merges only with neighbours of the same segment
     StreamList users;      // allocated: streams using it (null, the host, is not listed)
@@ -83,6 +84,11 @@ class BlockSet {
   // coalesces. Returns the merged free block; if a record fails, the error,
   // and the block stays allocated.
   absl::StatusOr<iterator> Free(iterator it, Stream* stream);
+  // Free in two halves, for a free that is booked later (the pool's front
+  // cache): the events, recorded at the free (the uses not done yet), and
+  // the release of the block with them.
+  absl::StatusOr<PendingUses> RecordUses(const Block& block, Stream* stream);
+  iterator Release(iterator it, const PendingUses& recorded);
 
   // The allocated block at `addr` freed with `bytes`, or the error a bad free
   // deserves (callers Annotate it with their name): NotFound (not a block

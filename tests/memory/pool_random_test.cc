@@ -53,6 +53,8 @@ size_t RandomSize(std::mt19937_64& rng, double max_log2 = 28.0) {
 // its blocks, free neighbours have been coalesced, the segments add up to
 // what is reserved and the allocated blocks to what is allocated.
 void CheckSegments(DevicePool& pool, const PoolStats& s) {
+  // Blocks in the front cache are free but not yet coalesced: flushed first.
+  pool.FlushCache();
   size_t mapped = 0, allocated_blocks = 0;
   for (const SegmentInfo& seg : pool.Segments()) {
     mapped += seg.size;

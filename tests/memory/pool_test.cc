@@ -1,6 +1,7 @@
 // The caching pool on host and meta devices: the same code runs on both.
 #include "memory/pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <latch>
@@ -71,13 +72,60 @@ TEST_P(PoolTest, SplitsAndCoalescesByAddress) {
   void* c = Alloc(kMiB);
   ASSERT_TRUE(pool().Deallocate(b, kMiB).ok());
   ASSERT_TRUE(pool().Deallocate(a, kMiB).ok());
-  EXPECT_GE(pool().stats().largest_free_block, 2 * kMiB);
+  // Freed on the stream that used them, they wait in the front cache for a
+  // request of their size; a 2 MiB one flushes them and finds them merged.
+  EXPECT_EQ(pool().stats().largest_free_block, kMiB) << "cached: free, not merged yet";
   void* ab = Alloc(2 * kMiB);
   EXPECT_EQ(ab, a) << "a and b merged into one block";
   ASSERT_TRUE(pool().Deallocate(ab, 2 * kMiB).ok());
   ASSERT_TRUE(pool().Deallocate(c, kMiB).ok());
+  pool().FlushCache();
   EXPECT_EQ(pool().Segments().size(), 1u);
   EXPECT_EQ(pool().Segments()[0].blocks.size(), 1u);
+}
+
+// The front cache (memory/internal/front_cache.h): a block freed on the
+// stream that used it comes back to that stream's next request of its size
+// without touching the free blocks; to callers it is free at once, and a
+// second free or a RecordStream of it is refused as for any free block.
+TEST_P(PoolTest, FrontCacheGivesAFreedBlockBackToItsStream) {
+  void* a = Alloc(300 * kKiB, Tag::kActivations);
+  void* guard = Alloc(kKiB);
+  const size_t free_before = pool().stats().largest_free_block;
+  ASSERT_TRUE(pool().Deallocate(a, 300 * kKiB).ok());
+  PoolStats s = pool().stats();
+  EXPECT_EQ(s.allocated, AlignUp(kKiB, 512)) << "the cached block counts as free";
+  EXPECT_EQ(s.tag(Tag::kActivations).live, 0u);
+  EXPECT_EQ(s.largest_free_block, std::max(free_before, 300 * kKiB));
+  bool listed_free = false;
+  for (const SegmentInfo& seg : pool().Segments()) {
+    for (const BlockInfo& b : seg.blocks) listed_free |= b.address == uintptr_t(a) && !b.allocated;
+  }
+  EXPECT_TRUE(listed_free) << "the snapshot shows it free";
+  EXPECT_EQ(pool().Deallocate(a, 300 * kKiB).code(), absl::StatusCode::kFailedPrecondition)
+      << "double free of a cached block";
+  EXPECT_EQ(pool().RecordStream(a, nullptr).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Alloc(300 * kKiB), a) << "taken back by the same size on the same stream";
+  EXPECT_EQ(pool().stats().tag(Tag::kOther).live, 2u);
+  ASSERT_TRUE(pool().Deallocate(a, 300 * kKiB).ok());
+  ASSERT_TRUE(pool().Deallocate(guard, kKiB).ok());
+}
+
+// Bounded: past kSlots cached blocks the oldest is booked free; and any
+// other request flushes the cache first, so nothing it holds makes the pool
+// grow.
+TEST_P(PoolTest, FrontCacheIsBoundedAndNeverMakesThePoolGrow) {
+  constexpr int kBlocks = FrontCache::kSlots + 4;
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBlocks; ++i) blocks.push_back(Alloc(kMiB));
+  const size_t reserved = pool().stats().reserved;
+  for (void* p : blocks) ASSERT_TRUE(pool().Deallocate(p, kMiB).ok());
+  // The 4 oldest left the cache and merged; the rest wait for a 1 MiB request.
+  EXPECT_GE(pool().stats().largest_free_block, 4 * kMiB);
+  void* big = Alloc(kBlocks * kMiB);  // only fits once everything merged
+  EXPECT_EQ(pool().stats().reserved, reserved) << "served from the flushed cache";
+  EXPECT_EQ(big, blocks[0]);
+  ASSERT_TRUE(pool().Deallocate(big, kBlocks * kMiB).ok());
 }
 
 TEST_P(PoolTest, GrowsAFreeBlockByMappingOnlyWhatIsMissing) {
@@ -258,6 +306,9 @@ TEST(PoolStreamTest, SameStreamReuseNeedsNoWaitCrossStreamStillWaits) {
   ASSERT_TRUE(held->Fill(other, 7, kBytes).ok());
   ASSERT_TRUE(pool.Deallocate(other, kBytes, held).ok());
   ASSERT_TRUE(pool.Deallocate(own, kBytes, mine).ok());
+  // Out of the front cache (where `mine` would take `own` back anyway, and
+  // `other` would wait for `held` alone): the best-fit path's preference.
+  pool.FlushCache();
 
   std::optional<DroppedStreamWait> counter(std::in_place, 1 << 30, mine);  // counts, drops none
   auto same = pool.Allocate(kBytes, Tag::kOther, mine);

@@ -37,7 +37,7 @@ constexpr size_t kNumel = 24;  // per parameter; 2,400 elements a unit
 // a unit's reduction is a handful of copies, sums and fills, its update a
 // few more.
 constexpr uint64_t kOpsPerUnit = 8;
-constexpr int kSteps = 5;
+constexpr int kSteps = 6;
 
 std::vector<ParamSpec> Params() {
   std::vector<ParamSpec> specs;
