@@ -63,11 +63,15 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
-// The process-wide pool the optimizers use. It starts with one thread per CPU
-// this process may run on.
+// The process-wide pool the optimizers and the ordered reductions use. It
+// starts with DefaultThreads() threads.
 void ParallelFor(size_t n, RangeFunction fn, ChunkPolicy policy = {});
-// n <= 0 means one per available CPU. Calls in flight finish on the old pool.
+// n <= 0 means DefaultThreads(). Calls in flight finish on the old pool.
 void SetNumThreads(int n);
+// $ZERO_NUM_THREADS when set, else this process's share of the CPUs it may
+// run on: 2 x AvailableCpus() / $LOCAL_WORLD_SIZE (torchrun's processes per
+// node; 1 when unset), between 1 and AvailableCpus().
+int DefaultThreads();
 int NumThreads();
 int AvailableCpus();
 

@@ -50,7 +50,16 @@ def _tensor(ptr, count, dtype, device=None, owner=None):
 
 
 def _reduce_in_order(chunks, op, out):
-    """out = chunks[0] op chunks[1] op ... in fp32, rounded once into out."""
+    """out = chunks[0] op chunks[1] op ... in fp32, rounded once into out.
+    Host tensors: the library's rank-order reduction (vectorized, over the
+    CPU threads, straight into `out`, no temporaries); card tensors: torch."""
+    if out.device.type == "cpu" and chunks.is_contiguous() and out.is_contiguous():
+        world, count = chunks.shape
+        code = _lib.CODE_OF[out.dtype]
+        if _lib.lib().zero_reduce_in_rank_order(chunks.data_ptr(), world, count, code, op,
+                                                out.data_ptr()) != 0:
+            raise _lib.ZeroError(_lib.lib().zero_engine_last_error().decode())
+        return
     acc = chunks[0].to(torch.float32, copy=True)
     for chunk in chunks[1:]:
         if op == _lib.MAX:
@@ -72,6 +81,7 @@ class ProcessGroupCollectives:
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         self.aborted = None  # the reason the engine gave, if it failed
+        self._scratch = {}  # dtype -> the all-to-all's landing buffer, grown as needed
         self.heartbeat = heartbeat()
         self.named_stopped = False
         self.struct = _lib.Collectives(
@@ -125,7 +135,7 @@ class ProcessGroupCollectives:
         if not self.ordered:
             return self._native(dist.reduce_scatter_tensor, out, inp.clone(), op)
         # Every rank's chunk number self.rank, in rank order.
-        mine = torch.empty_like(inp)
+        mine = self._landing(count * self.world, dtype)
         dist.all_to_all_single(mine, inp, group=self.group)
         _reduce_in_order(mine.view(self.world, count), op, out)
 
@@ -140,12 +150,22 @@ class ProcessGroupCollectives:
         chunk = -(-count // self.world)
         padded = torch.zeros(chunk * self.world, dtype=dtype, device=self.device)
         padded[:count] = inp
-        mine = torch.empty_like(padded)
+        mine = self._landing(chunk * self.world, dtype)
         dist.all_to_all_single(mine, padded, group=self.group)
         reduced = torch.empty(chunk, dtype=dtype, device=self.device)
         _reduce_in_order(mine.view(self.world, chunk), op, reduced)
         dist.all_gather_into_tensor(padded, reduced, group=self.group)
         out.copy_(padded[:count])
+
+    def _landing(self, count, dtype):
+        """`count` elements of scratch for the all-to-all, kept between calls:
+        a fresh buffer per bucket would cost an allocation and its page
+        faults every time. One at a time: the callbacks run in turn."""
+        buf = self._scratch.get(dtype)
+        if buf is None or buf.numel() < count:
+            buf = torch.empty(count, dtype=dtype, device=self.device)
+            self._scratch[dtype] = buf
+        return buf[:count]
 
     def _native(self, fn, out, inp, op):
         ops = {_lib.SUM: dist.ReduceOp.SUM, _lib.MAX: dist.ReduceOp.MAX}

@@ -20,7 +20,7 @@ import torch
 
 # zero_engine.h's ZERO_ABI_VERSION_MAJOR, _MINOR that these tables follow: a
 # library of another major, or an older minor, is refused when loaded.
-ABI_VERSION = (1, 1)
+ABI_VERSION = (1, 2)
 
 F16, F32, BF16 = 6, 7, 9  # NCCL's dtype codes, as the C ABI uses them
 SUM, MAX, AVG = 0, 2, 4
@@ -77,6 +77,7 @@ SIGNATURES = {
     "zero_comm_create_local": (_i, [_out(_p), _i, _d, _p]),
     "zero_comm_create": (_i, [_out(_p), _i, _i, _out(Collectives)]),
     "zero_comm_set_error": (None, [_s]),
+    "zero_reduce_in_rank_order": (_i, [_p, _i, _sz, _i, _i, _p]),
     "zero_comm_destroy": (_i, [_p]),
     "zero_engine_create": (_i, [_out(_p), _s, _out(ParamSpec), _i, _p, _p, _i]),
     "zero_engine_destroy": (_i, [_p]),

@@ -19,6 +19,7 @@
 #include "zero/capi/guard.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/comm/nccl_codes.h"
+#include "zero/comm/ordered_reduce.h"
 #include "zero/config_json.h"
 #include "zero/engine.h"
 #include "zero/layout.h"
@@ -232,6 +233,15 @@ int zero_comm_create(zero_comm_t* comm, int rank, int world_size,
 
 void zero_comm_set_error(const char* message) {
   zero::capi::SetCollectiveError(message == nullptr ? "" : message);
+}
+
+int zero_reduce_in_rank_order(const void* chunks, int world_size, size_t count, int dtype,
+                              int op, void* out) {
+  return Guard([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(zero::DType type, zero::DTypeFromNccl(dtype));
+    ASSIGN_OR_RETURN(zero::ReduceOp reduce, zero::ReduceOpFromNccl(op));
+    return zero::ReduceInRankOrder(type, reduce, chunks, world_size, count, out);
+  });
 }
 
 int zero_comm_destroy(zero_comm_t comm) {

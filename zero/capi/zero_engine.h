@@ -33,7 +33,7 @@ extern "C" {
  * (a caller must not use a library of another major); the minor when
  * something is added (a caller needs a library of at least its minor). */
 #define ZERO_ABI_VERSION_MAJOR 1
-#define ZERO_ABI_VERSION_MINOR 1
+#define ZERO_ABI_VERSION_MINOR 2
 
 /* absl::StatusCode's numbers. */
 enum zero_status {
@@ -129,6 +129,13 @@ int zero_comm_create(zero_comm_t* comm, int rank, int world_size,
                      const zero_collectives* collectives);
 /* For a collective callback about to return non-zero: the error's text. */
 void zero_comm_set_error(const char* message);
+/* For collectives that run an all-to-all and reduce themselves (ABI 1.2):
+ * out[i] = op over chunks r = 0..world_size-1 of chunks[r * count + i], in
+ * fp32, in rank order, rounded once to `dtype`: the local backend's bits,
+ * so every stage and world size agree. Host memory; split over the
+ * process's CPU threads; `out` may be one of the chunks. */
+int zero_reduce_in_rank_order(const void* chunks, int world_size, size_t count, int dtype,
+                              int op, void* out);
 int zero_comm_destroy(zero_comm_t comm);
 
 /* ---- Engines: zero/engine.h ---- */
