@@ -104,8 +104,10 @@ summary+=("C++ test targets|$passed passed, $failed failed, $skipped skipped")
 # pytest's closing line ("3 passed, 1 failed, 2 skipped in 9.1s") into the counts.
 if ((whole_suite)) && [[ -z ${ZERO_SKIP_PYTHON:-} ]]; then
   section "Python tests: pytest tests/python (torchrun, gloo; .venv from python/setup_venv.sh)"
-  if bash python/setup_venv.sh && bazel build "${flags[@]}" //zero/capi:zero_engine >/dev/null 2>&1; then
+  if bash python/setup_venv.sh &&
+     bazel build "${flags[@]}" //zero/capi:zero_engine //footprint >/dev/null 2>&1; then
     ZERO_ENGINE_LIB="$PWD/bazel-bin/zero/capi/libzero_engine.so" \
+    FOOTPRINT_BIN="$PWD/bazel-bin/footprint/footprint" \
       .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$log"
     line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log" | tail -1)
     summary+=("Python tests|${line:-no result line}")

@@ -1,67 +1,13 @@
 #include "footprint/activations.h"
 
-#include "absl/strings/str_format.h"
+#include "footprint/activations_hf.h"
+#include "footprint/site_builder.h"
 
 namespace zero::footprint {
 namespace {
 
-// The simulated device's size (experiment.h's kMetaCapacity): no tensor
-// may be larger. Sizes are computed in double, exact below 2^53.
-constexpr double kMaxTensorBytes = double(uint64_t{1} << 50);
-
-class SiteBuilder {
- public:
-  int Saved(const std::string& name, double bytes, bool grad = true) {
-    return Add({name, 0, true, false, grad}, bytes);
-  }
-  int Core(const std::string& name, double bytes, bool grad = true) {
-    return Add({name, 0, true, true, grad}, bytes);
-  }
-  int Transient(const std::string& name, double bytes, bool core = false) {
-    return Add({name, 0, false, core, true}, bytes);
-  }
-  // Frees transient `id` right after the latest tensor is created.
-  void Drop(int id) { site_.drops.back().push_back(id); }
-
-  absl::StatusOr<SiteActivations> Done() && {
-    if (!too_large_.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "the activation '%s' would take %.4g bytes, more than the simulated device's 2^50 "
-          "(lower --seq or --micro_batch)",
-          too_large_, too_large_bytes_));
-    }
-    return std::move(site_);
-  }
-
- private:
-  int Add(ActTensor t, double bytes) {
-    if (!(bytes <= kMaxTensorBytes) && too_large_.empty()) {
-      too_large_ = t.name;
-      too_large_bytes_ = bytes;
-    }
-    t.bytes = bytes <= kMaxTensorBytes ? static_cast<uint64_t>(bytes) : 1;
-    site_.tensors.push_back(std::move(t));
-    site_.drops.emplace_back();
-    return static_cast<int>(site_.tensors.size()) - 1;
-  }
-
-  SiteActivations site_;
-  std::string too_large_;
-  double too_large_bytes_ = 0;
-};
-
-// Sizes of one micro-batch, in double.
-struct Dims {
-  Dims(const TransformerShape& s, const ActivationOptions& o)
-      : s(s), o(o), tokens(double(o.seq) * double(o.micro_batch)), b(double(o.element_bytes)) {}
-  double Act(double width) const { return tokens * width * b; }  // T x width, model dtype
-  double Fp32(double width) const { return tokens * width * 4; }
-  double Hidden() const { return Act(double(s.hidden)); }
-
-  const TransformerShape& s;
-  const ActivationOptions& o;
-  const double tokens, b;
-};
+// Flash's layout: under fused kernels sdpa means it too.
+bool Flash(const ActivationOptions& o) { return o.attention != Attention::kEager; }
 
 // A norm keeps its input (unless another norm already keeps the same
 // tensor), its statistics and its output.
@@ -87,8 +33,8 @@ void QueryKeyValue(SiteBuilder& site, const Dims& d) {
   const TransformerShape& s = d.s;
   const double q = d.Act(double(s.q_width())), kv = d.Act(double(s.kv_width()));
   const bool rotary = s.positions == 0;
-  const bool repeat = d.o.attention == Attention::kEager && s.kv_heads < s.heads;
-  if (s.fused_qkv && d.o.attention == Attention::kFlash) {
+  const bool repeat = !Flash(d.o) && s.kv_heads < s.heads;
+  if (s.fused_qkv && Flash(d.o)) {
     // q, k and v are views of one tensor, which flash attention reads as
     // they are: keeping v (and, without rotary positions, q and k) keeps all.
     site.Saved("qkv", q + 2 * kv);
@@ -126,7 +72,7 @@ void AttentionSite(SiteBuilder& site, const Dims& d) {
   Norm(site, d, "attn_norm", true);
   QueryKeyValue(site, d);
   const double q = d.Act(double(s.q_width()));
-  if (d.o.attention == Attention::kFlash) {
+  if (Flash(d.o)) {
     site.Saved("attention.out", q);  // the output projection reads it as a view
     site.Saved("attention.lse", d.tokens * double(s.heads) * 4, false);
   } else {
@@ -243,8 +189,22 @@ bool KeptInForward(const SiteActivations& site, int index, Site kind, Checkpoint
   return t.saved && !(t.core && c == Checkpointing::kSelective);
 }
 
+absl::Status ValidateActivationOptions(const ActivationOptions& o) {
+  if (o.kernels == Kernels::kTransformers && o.checkpointing == Checkpointing::kSelective) {
+    return absl::InvalidArgumentError(
+        "selective checkpointing (recomputing eager attention's softmax, as Megatron-LM does) is "
+        "not something transformers does: its gradient checkpointing recomputes whole layers "
+        "(--checkpointing=full)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SiteActivations> ActivationsOf(Site site, const TransformerShape& shape,
                                               const ActivationOptions& options) {
+  if (absl::Status s = ValidateActivationOptions(options); !s.ok()) return s;
+  if (options.kernels == Kernels::kTransformers) {
+    return TransformersActivationsOf(site, shape, options);
+  }
   SiteBuilder builder;
   const Dims d(shape, options);
   switch (site) {
@@ -276,8 +236,7 @@ absl::StatusOr<uint64_t> LayerSavedBytes(const TransformerShape& shape,
 double KorthikantiLayerBytes(const TransformerShape& shape, const ActivationOptions& options) {
   const double sbh = double(options.seq) * double(options.micro_batch) * double(shape.hidden);
   if (options.checkpointing == Checkpointing::kFull) return 2 * sbh;
-  if (options.checkpointing == Checkpointing::kSelective ||
-      options.attention == Attention::kFlash) {
+  if (options.checkpointing == Checkpointing::kSelective || Flash(options)) {
     return 34 * sbh;
   }
   return sbh * (34 + 5 * double(shape.heads) * double(options.seq) / double(shape.hidden));

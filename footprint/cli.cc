@@ -56,12 +56,16 @@ std::vector<std::optional<ActivationOptions>> ActivationSweep(const Options& o) 
       continue;
     }
     for (uint64_t micro_batch : o.micro_batches) {
-      for (Attention attention : o.attentions) {
-        for (Checkpointing checkpointing : o.checkpointings) {
-          sweep.push_back(ActivationOptions{.seq = seq,
-                                            .micro_batch = micro_batch,
-                                            .attention = attention,
-                                            .checkpointing = checkpointing});
+      for (Kernels kernels : o.kernels) {
+        for (Attention attention : o.attentions) {
+          for (Checkpointing checkpointing : o.checkpointings) {
+            sweep.push_back(ActivationOptions{.seq = seq,
+                                              .micro_batch = micro_batch,
+                                              .attention = attention,
+                                              .checkpointing = checkpointing,
+                                              .kernels = kernels,
+                                              .backend = o.backend});
+          }
         }
       }
     }
@@ -140,7 +144,10 @@ absl::StatusOr<std::vector<Experiment>> DropImpossible(std::vector<Experiment> r
   std::vector<std::pair<std::string, int>> reasons;  // message, runs left out
   absl::Status first;
   for (const Experiment& e : runs) {
-    const absl::Status s = ValidateConfig(MakeEngineConfig(e, knobs));
+    absl::Status s = ValidateConfig(MakeEngineConfig(e, knobs));
+    if (const auto a = e.ActivationsFor(); s.ok() && a.has_value()) {
+      s = ValidateActivationOptions(*a);
+    }
     if (s.ok()) {
       kept.push_back(e);
       continue;

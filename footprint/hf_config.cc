@@ -56,6 +56,21 @@ class Reader {
     if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat(file_, ":", p.status().message()));
     return *p > 0;
   }
+  absl::StatusOr<std::string> Word(const char* key, const char* fallback) const {
+    const json::Value* v = root_.Find(key);
+    if (v == nullptr || v->kind == Kind::kNull) return std::string(fallback);
+    if (v->kind != Kind::kString) {
+      return Error(v->pos, absl::StrFormat("\"%s\" must be a string, found %s", key,
+                                           json::KindName(v->kind)));
+    }
+    return v->text;
+  }
+  // A count that null (or absence) turns off: 0.
+  absl::StatusOr<uint64_t> CountOrNone(const char* key, uint64_t fallback) const {
+    const json::Value* v = root_.Find(key);
+    if (v != nullptr && v->kind == Kind::kNull) return 0;
+    return Count(key, fallback);
+  }
   absl::Status Error(json::Pos pos, const std::string& what) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s:%d:%d: %s", file_, pos.line, pos.column, what));
@@ -84,6 +99,30 @@ class Reader {
   const std::string family_;
 };
 
+// ACT2FN's names for the activations --kernels=transformers models; any
+// other is kOther (the fused accounting does not read it).
+HiddenAct ActOf(const std::string& name) {
+  if (name == "silu" || name == "swish") return HiddenAct::kSilu;
+  if (name == "gelu" || name == "gelu_pytorch_tanh") return HiddenAct::kGelu;
+  if (name == "gelu_new") return HiddenAct::kGeluNew;
+  if (name == "quick_gelu") return HiddenAct::kQuickGelu;
+  if (name == "relu") return HiddenAct::kRelu;
+  return HiddenAct::kOther;
+}
+
+Family FamilyOf(const std::string& type) {
+  static constexpr std::pair<const char*, Family> kByName[] = {
+      {"gpt2", Family::kGpt2},       {"llama", Family::kLlama},
+      {"mistral", Family::kMistral}, {"qwen2", Family::kQwen2},
+      {"phi3", Family::kPhi3},       {"gemma", Family::kGemma},
+      {"mixtral", Family::kMixtral}, {"qwen2_moe", Family::kQwen2Moe},
+      {"gpt_neox", Family::kGptNeox}};
+  for (const auto& [name, family] : kByName) {
+    if (type == name) return family;
+  }
+  return Family::kLlama;
+}
+
 absl::StatusOr<TransformerShape> Gpt2(const Reader& r) {
   TransformerShape s;
   ASSIGN_OR_RETURN(s.hidden, r.Count("n_embd"));
@@ -94,6 +133,11 @@ absl::StatusOr<TransformerShape> Gpt2(const Reader& r) {
   ASSIGN_OR_RETURN(s.intermediate, r.Count("n_inner", 4 * s.hidden));
   ASSIGN_OR_RETURN(const bool attn_dropout, r.Positive("attn_pdrop", 0.1));
   ASSIGN_OR_RETURN(const bool resid_dropout, r.Positive("resid_pdrop", 0.1));
+  ASSIGN_OR_RETURN(s.embedding_dropout, r.Positive("embd_pdrop", 0.1));
+  ASSIGN_OR_RETURN(const std::string act, r.Word("activation_function", "gelu_new"));
+  s.act = ActOf(act);
+  s.attention_dropout = attn_dropout;
+  s.residual_dropout = resid_dropout;
   s.kv_heads = s.heads;
   s.head_dim = s.hidden / s.heads;
   s.norm = NormKind::kLayerNorm;
@@ -102,6 +146,7 @@ absl::StatusOr<TransformerShape> Gpt2(const Reader& r) {
   s.fused_qkv = true;
   s.tied_embeddings = true;
   s.dropout = attn_dropout || resid_dropout;
+  s.family = Family::kGpt2;
   return s;
 }
 
@@ -115,12 +160,46 @@ absl::Status Common(const Reader& r, TransformerShape& s, bool tied_default) {
   ASSIGN_OR_RETURN(s.kv_heads, r.Count("num_key_value_heads", s.heads));
   ASSIGN_OR_RETURN(s.head_dim, r.Count("head_dim", s.hidden / s.heads));
   ASSIGN_OR_RETURN(s.tied_embeddings, r.Flag("tie_word_embeddings", tied_default));
+  const bool gelu = s.family == Family::kGptNeox || s.family == Family::kGemma;
+  ASSIGN_OR_RETURN(const std::string act, r.Word("hidden_act", gelu ? "gelu" : "silu"));
+  s.act = ActOf(act);
+  ASSIGN_OR_RETURN(s.attention_dropout, r.Positive("attention_dropout", 0));
+  return absl::OkStatus();
+}
+
+// The keys only --kernels=transformers reads: sub-layer and embedding
+// dropout, the sliding window (transformers' default per family; Qwen2's
+// only with use_sliding_window, and then not per layer as
+// max_window_layers says: every layer), Qwen2-MoE's norm_topk_prob.
+absl::Status TransformersKeys(const Reader& r, TransformerShape& s) {
+  const Family f = s.family;
+  if (f == Family::kPhi3) {
+    ASSIGN_OR_RETURN(s.residual_dropout, r.Positive("resid_pdrop", 0));
+  } else if (f == Family::kGptNeox) {
+    ASSIGN_OR_RETURN(s.residual_dropout, r.Positive("hidden_dropout", 0));
+    s.embedding_dropout = s.residual_dropout;
+  }
+  if (f == Family::kPhi3 || f == Family::kMistral || f == Family::kMixtral) {
+    ASSIGN_OR_RETURN(s.sliding_window,
+                     r.CountOrNone("sliding_window", f == Family::kMistral ? 4096 : 0));
+  }
+  if (f == Family::kQwen2 || f == Family::kQwen2Moe) {
+    ASSIGN_OR_RETURN(const bool windowed, r.Flag("use_sliding_window", false));
+    if (windowed) {
+      ASSIGN_OR_RETURN(s.sliding_window, r.CountOrNone("sliding_window", 4096));
+    }
+  }
+  if (f == Family::kQwen2Moe) {
+    ASSIGN_OR_RETURN(s.norm_topk, r.Flag("norm_topk_prob", false));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<TransformerShape> LlamaLike(const Reader& r, const std::string& family) {
   TransformerShape s;
+  s.family = FamilyOf(family);
   RETURN_IF_ERROR(Common(r, s, family == "gemma"));
+  RETURN_IF_ERROR(TransformersKeys(r, s));
   ASSIGN_OR_RETURN(s.qkv_bias, r.Flag("attention_bias", family == "qwen2" || family == "qwen2_moe"));
   if (family == "qwen2" || family == "qwen2_moe") {
     s.out_bias = false;  // Qwen2: biases on q, k and v only
@@ -154,7 +233,9 @@ absl::StatusOr<TransformerShape> LlamaLike(const Reader& r, const std::string& f
 
 absl::StatusOr<TransformerShape> GptNeox(const Reader& r) {
   TransformerShape s;
+  s.family = Family::kGptNeox;
   RETURN_IF_ERROR(Common(r, s, false));
+  RETURN_IF_ERROR(TransformersKeys(r, s));
   s.kv_heads = s.heads;
   s.head_dim = s.hidden / s.heads;
   ASSIGN_OR_RETURN(s.parallel_residual, r.Flag("use_parallel_residual", true));

@@ -19,6 +19,12 @@
 //                              shared_expert_intermediate_size
 //   gpt_neox                   + use_parallel_residual, attention_bias
 //
+// For --kernels=transformers (activations_hf.h) also the MLP's activation
+// (activation_function, hidden_act), dropout (attn_pdrop, resid_pdrop,
+// embd_pdrop, attention_dropout, hidden_dropout), sliding_window (Qwen2:
+// with use_sliding_window) and Qwen2-MoE's norm_topk_prob; the family is
+// model_type.
+//
 // Keys the family defaults in `transformers` may be absent; the others are
 // required. Errors are one line, FILE:LINE:COL: an unsupported model_type
 // (naming the supported ones), a missing key (naming it and the family), a

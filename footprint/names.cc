@@ -28,7 +28,18 @@ std::string_view Name(OffloadDevice d) {
   return d == OffloadDevice::kNvme ? "nvme" : "cpu";
 }
 
-std::string_view Name(Attention a) { return a == Attention::kEager ? "eager" : "flash"; }
+std::string_view Name(Attention a) {
+  switch (a) {
+    case Attention::kEager: return "eager";
+    case Attention::kSdpa: return "sdpa";
+    case Attention::kFlash: return "flash";
+  }
+  return "?";
+}
+
+std::string_view Name(Kernels k) { return k == Kernels::kFused ? "fused" : "transformers"; }
+
+std::string_view Name(Backend b) { return b == Backend::kGpu ? "gpu" : "cpu"; }
 
 std::string_view Name(Checkpointing c) {
   switch (c) {
@@ -69,7 +80,15 @@ std::optional<OffloadDevice> ParseOffloadDevice(std::string_view text) {
 }
 
 std::optional<Attention> ParseAttention(std::string_view text) {
-  return ByName(text, {Attention::kEager, Attention::kFlash});
+  return ByName(text, {Attention::kEager, Attention::kSdpa, Attention::kFlash});
+}
+
+std::optional<Kernels> ParseKernels(std::string_view text) {
+  return ByName(text, {Kernels::kFused, Kernels::kTransformers});
+}
+
+std::optional<Backend> ParseBackend(std::string_view text) {
+  return ByName(text, {Backend::kGpu, Backend::kCpu});
 }
 
 std::optional<Checkpointing> ParseCheckpointing(std::string_view text) {

@@ -86,22 +86,26 @@ std::string AbslUnparseFlag(Count<kMax> count) {
   return absl::StrCat(count.value);
 }
 
-// cpu or nvme (DeepSpeed's offload_optimizer.device).
-struct DeviceChoice {
-  OffloadDevice device = OffloadDevice::kCpu;
+// One word of a WordItem (below) rather than a list of them: --offload_device
+// (DeepSpeed's offload_optimizer.device), --backend.
+template <typename Item>
+struct One {
+  typename Item::Type value;
 };
 
-bool AbslParseFlag(absl::string_view text, DeviceChoice* choice, std::string* error) {
-  std::optional<OffloadDevice> device = ParseOffloadDevice(std::string_view(text.data(), text.size()));
-  if (!device.has_value()) {
-    *error = absl::StrFormat("'%s' is not cpu or nvme", text);
+template <typename Item>
+bool AbslParseFlag(absl::string_view text, One<Item>* one, std::string* error) {
+  std::optional<typename Item::Type> value = Item::Read(text);
+  if (!value.has_value()) {
+    *error = absl::StrFormat("'%s' is not %s", text, Item::kWhat);
     return false;
   }
-  choice->device = *device;
+  one->value = *value;
   return true;
 }
 
-std::string AbslUnparseFlag(DeviceChoice choice) { return std::string(Name(choice.device)); }
+template <typename Item>
+std::string AbslUnparseFlag(const One<Item>& one) { return Item::Write(one.value); }
 
 // "80GB", "80GiB", "4096": a non-zero number of bytes (base/units.h).
 struct ByteSize {
@@ -255,10 +259,16 @@ List<OffloadItem> DefaultOffloads() {
   for (Offload offload : Options{}.offloads) list.items.push_back({offload, false});
   return list;
 }
-constexpr char kAttentions[] = "eager or flash";
+constexpr char kKernels[] = "fused or transformers";
+constexpr char kAttentions[] = "eager, sdpa or flash";
 constexpr char kCheckpointings[] = "none, selective or full";
+using KernelsItem = WordItem<Kernels, ParseKernels, kKernels>;
 using AttentionItem = WordItem<Attention, ParseAttention, kAttentions>;
 using CheckpointingItem = WordItem<Checkpointing, ParseCheckpointing, kCheckpointings>;
+constexpr char kDevices[] = "cpu or nvme";
+constexpr char kBackends[] = "gpu or cpu";
+using DeviceChoice = One<WordItem<OffloadDevice, ParseOffloadDevice, kDevices>>;
+using BackendChoice = One<WordItem<Backend, ParseBackend, kBackends>>;
 
 std::string ModelHelp() {
   return absl::StrCat("models: presets (", absl::StrJoin(PresetNames(), ", "),
@@ -270,12 +280,14 @@ std::string ModelHelp() {
 
 // Abseil's flag macros belong at global scope (they name absl:: unqualified).
 using zero::footprint::AttentionItem;
+using zero::footprint::BackendChoice;
 using zero::footprint::ByteSize;
 using zero::footprint::CheckpointingItem;
 using zero::footprint::DeviceChoice;
 using zero::footprint::MicroBatchItem;
 using zero::footprint::SeqItem;
 using zero::footprint::Count;
+using zero::footprint::KernelsItem;
 using zero::footprint::Knobs;
 using zero::footprint::List;
 using zero::footprint::ModelHelp;
@@ -307,12 +319,19 @@ ABSL_FLAG(List<SeqItem>, seq, List<SeqItem>{Options{}.seqs},
           "tokens per sequence, for activations (0: none; transformer models)");
 ABSL_FLAG(List<MicroBatchItem>, micro_batch, List<MicroBatchItem>{Options{}.micro_batches},
           "sequences per micro-batch (1 to 4096)");
+ABSL_FLAG(List<KernelsItem>, kernels, List<KernelsItem>{Options{}.kernels},
+          "the model code: transformers (what its classes save) or fused (fused norms, "
+          "flash-attn's layout)");
 ABSL_FLAG(List<AttentionItem>, attention, List<AttentionItem>{Options{}.attentions},
-          "eager (keeps the softmax of the scores) or flash (keeps its log-sum-exp)");
+          "attn_implementation: eager (keeps the softmax of the scores), sdpa or flash (keep "
+          "a log-sum-exp)");
+ABSL_FLAG(BackendChoice, backend, BackendChoice{Options{}.backend},
+          "whose kernels --kernels=transformers follows: gpu, or cpu (for validating against "
+          "transformers on the CPU)");
 ABSL_FLAG(List<CheckpointingItem>, checkpointing,
           List<CheckpointingItem>{Options{}.checkpointings},
-          "activation checkpointing: none, selective (recomputes eager attention's softmax), "
-          "full (keeps each layer's input)");
+          "activation checkpointing: none, selective (fused kernels: recomputes eager "
+          "attention's softmax), full (keeps each layer's input, as transformers does)");
 ABSL_FLAG(WholeNumber, bucket_elements, WholeNumber{Knobs{}.bucket_elements},
           "elements per gradient bucket (reduce-scatter unit)");
 ABSL_FLAG(WholeNumber, prefetch_elements, WholeNumber{Knobs{}.prefetch_elements},
@@ -450,7 +469,9 @@ Options FromFlags() {
   for (const OffloadChoice& c : absl::GetFlag(FLAGS_offload).items) o.offloads.push_back(c.offload);
   o.seqs = absl::GetFlag(FLAGS_seq).items;
   o.micro_batches = absl::GetFlag(FLAGS_micro_batch).items;
+  o.kernels = absl::GetFlag(FLAGS_kernels).items;
   o.attentions = absl::GetFlag(FLAGS_attention).items;
+  o.backend = absl::GetFlag(FLAGS_backend).value;
   o.checkpointings = absl::GetFlag(FLAGS_checkpointing).items;
   o.knobs.bucket_elements = absl::GetFlag(FLAGS_bucket_elements).value;
   o.knobs.prefetch_elements = absl::GetFlag(FLAGS_prefetch_elements).value;
@@ -459,7 +480,7 @@ Options FromFlags() {
   o.knobs.steps = absl::GetFlag(FLAGS_steps).value;
   o.knobs.device_memory = absl::GetFlag(FLAGS_device_memory).bytes;
   o.knobs.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node).value;
-  o.knobs.offload_device = absl::GetFlag(FLAGS_offload_device).device;
+  o.knobs.offload_device = absl::GetFlag(FLAGS_offload_device).value;
   o.json_path = absl::GetFlag(FLAGS_json);
   o.csv_path = absl::GetFlag(FLAGS_csv);
   o.svg_path = absl::GetFlag(FLAGS_svg);
@@ -502,10 +523,6 @@ bool HelpRequest(const std::string& arg, Options& options) {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // Options given that the runs would not read: an error, not a silence.
 absl::Status CheckNothingIgnored(const Options& o) {
   auto given = [&](const char* name) { return o.given.count(name) > 0; };
@@ -521,10 +538,14 @@ absl::Status CheckNothingIgnored(const Options& o) {
     return Bad("offload_device", "nvme places offloaded state: give --offload=optimizer too");
   }
   const bool activations = std::any_of(o.seqs.begin(), o.seqs.end(), [](uint64_t s) { return s; });
-  for (const char* per_token : {"micro_batch", "attention", "checkpointing"}) {
-    if (given(per_token) && !activations) {
-      return Bad(per_token, "shapes activations, which --seq=0 leaves out");
+  for (const char* option : {"micro_batch", "kernels", "attention", "checkpointing", "backend"}) {
+    if (given(option) && !activations) {
+      return Bad(option, "shapes activations, which --seq=0 leaves out");
     }
+  }
+  if (o.backend == Backend::kCpu &&
+      std::find(o.kernels.begin(), o.kernels.end(), Kernels::kTransformers) == o.kernels.end()) {
+    return Bad("backend", "cpu is what --kernels=transformers runs on the CPU; give it too");
   }
   return absl::OkStatus();
 }

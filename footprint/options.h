@@ -1,11 +1,11 @@
 // The command line of //footprint, as abseil flags (ABSL_FLAG in
 // options.cc, so --help and --helpfull list them in abseil's format).
 // Options are --name=value or --name value. --model, --ranks, --stage,
-// --precision, --optimizer, --offload, --seq, --micro_batch, --attention
-// and --checkpointing take comma lists; the runs are their cross product (a
-// sweep). Whole numbers accept 500000000 or 5e8; --device_memory accepts
-// 80GB or 80GiB (GB = 1e9 bytes). --plan asks the planner (planner.h)
-// instead of a sweep.
+// --precision, --optimizer, --offload, --seq, --micro_batch, --kernels,
+// --attention and --checkpointing take comma lists; the runs are their
+// cross product (a sweep); --backend is one value for all. Whole numbers
+// accept 500000000 or 5e8; --device_memory accepts 80GB or 80GiB (GB = 1e9
+// bytes). --plan asks the planner (planner.h) instead of a sweep.
 //
 // ParseOptions reads only `args`: it starts every flag of this program from
 // its default and leaves them at their defaults, so a program (or a test)
@@ -32,8 +32,12 @@ struct Options {
   // Activations of one micro-batch; seq 0: none.
   std::vector<uint64_t> seqs = {1024};
   std::vector<uint64_t> micro_batches = {1};
-  std::vector<Attention> attentions = {Attention::kFlash};
+  // What a user who loads a model with AutoModelForCausalLM and trains it
+  // with the Trainer runs: transformers' code, its default sdpa attention.
+  std::vector<Kernels> kernels = {Kernels::kTransformers};
+  std::vector<Attention> attentions = {Attention::kSdpa};
   std::vector<Checkpointing> checkpointings = {Checkpointing::kNone};
+  Backend backend = Backend::kGpu;  // one for the whole sweep
   Knobs knobs;
   std::string json_path, csv_path, svg_path;  // empty: not written
   std::string timeline_path;                  // one run's step as an SVG; empty: none

@@ -29,7 +29,7 @@ absl::StatusOr<Options> PlanSweep(Options o) {
   for (const auto& [option, count] :
        {std::pair<const char*, size_t>{"model", o.models.size()}, {"seq", o.seqs.size()},
         {"precision", o.precisions.size()}, {"optimizer", o.optimizers.size()},
-        {"attention", o.attentions.size()}}) {
+        {"kernels", o.kernels.size()}, {"attention", o.attentions.size()}}) {
     if (count != 1) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--plan: give one --%s, not %d (plan each separately)", option, count));
@@ -42,7 +42,9 @@ absl::StatusOr<Options> PlanSweep(Options o) {
   o.stages = {0, 1, 2, 3};
   o.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters};
   o.checkpointings = {Checkpointing::kNone, Checkpointing::kFull};
-  if (std::count(o.attentions.begin(), o.attentions.end(), Attention::kEager) > 0) {
+  // Selective recomputation is Megatron's, for eager attention's softmax;
+  // transformers' gradient checkpointing recomputes whole layers.
+  if (o.attentions[0] == Attention::kEager && o.kernels[0] == Kernels::kFused) {
     o.checkpointings.insert(o.checkpointings.begin() + 1, Checkpointing::kSelective);
   }
   if (o.given.count("micro_batch") == 0) o.micro_batches = {1, 2, 4, 8};
@@ -84,9 +86,11 @@ std::string FormatPlan(const std::vector<PlanLine>& lines, const Options& o, dou
       first.model, o.nodes, o.nodes == 1 ? "" : "s", o.cards, FormatGB(o.knobs.device_memory),
       FormatGB(o.host_memory), fitting, lines.size(), seconds);
   if (first.activations.has_value()) {
-    absl::StrAppend(&out, absl::StrFormat("Activations: seq %d, %s attention, %s.\n",
-                                          first.activations->seq,
-                                          std::string(Name(first.activations->attention)),
+    const ActivationOptions& a = *first.activations;
+    absl::StrAppend(&out, absl::StrFormat("Activations: seq %d, %s kernels%s, %s attention, %s.\n",
+                                          a.seq, std::string(Name(a.kernels)),
+                                          a.backend == Backend::kCpu ? " on the CPU" : "",
+                                          std::string(Name(a.attention)),
                                           std::string(Name(first.precision))));
   }
   absl::StrAppend(&out, fitting > 0 ? "Cheapest first (bytes sent per step, host memory, "

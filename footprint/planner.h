@@ -16,11 +16,14 @@
 namespace zero::footprint {
 
 // The sweep the planner runs: stages 0-3, offload none/optimizer/parameters,
-// checkpointing none and full (and selective with eager attention),
+// checkpointing none and full (and selective with eager attention and
+// fused kernels; transformers has none), for the --kernels and
+// --attention given (one of each),
 // micro-batches as given or 1, 2, 4, 8; ranks = cards x nodes; the rest as
 // given. InvalidArgument, naming the option, when one it chooses itself
-// (--ranks, --stage, --offload, --checkpointing) is given, or when --model
-// names more than one model.
+// (--ranks, --stage, --offload, --checkpointing) is given, or when --model,
+// --seq, --precision, --optimizer, --kernels or --attention has more than
+// one value.
 absl::StatusOr<Options> PlanSweep(Options options);
 
 struct PlanLine {

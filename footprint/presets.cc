@@ -24,7 +24,12 @@ TransformerShape GptShape(uint64_t layers, uint64_t hidden, uint64_t heads) {
           .mlp_bias = true,
           .fused_qkv = true,
           .tied_embeddings = true,
-          .dropout = true};
+          .dropout = true,
+          .family = Family::kGpt2,
+          .act = HiddenAct::kGeluNew,  // GPT-2's activation_function
+          .attention_dropout = true,   // attn_pdrop, resid_pdrop, embd_pdrop 0.1
+          .residual_dropout = true,
+          .embedding_dropout = true};
 }
 
 namespace {
@@ -48,6 +53,7 @@ TransformerShape Mixtral() {
   s.experts = 8;
   s.top_k = 2;
   s.expert_intermediate = 14336;
+  s.family = Family::kMixtral;
   return s;
 }
 

@@ -41,6 +41,7 @@ void ActivationColumns(const std::vector<Row>& rows, std::vector<Column>& c) {
   const std::pair<const char*, std::function<std::string(const ActivationOptions&)>> settings[] = {
       {"seq", [](const ActivationOptions& a) { return absl::StrCat(a.seq); }},
       {"mb", [](const ActivationOptions& a) { return absl::StrCat(a.micro_batch); }},
+      {"kern", [](const ActivationOptions& a) { return std::string(Name(a.kernels)); }},
       {"attn", [](const ActivationOptions& a) { return std::string(Name(a.attention)); }},
       {"ckpt", [](const ActivationOptions& a) { return std::string(Name(a.checkpointing)); }}};
   for (const auto& [header, get] : settings) {
@@ -159,11 +160,11 @@ constexpr char kNvmeLegend[] =
 constexpr char kActivationLegend[] =
     "act: peak of the activations tag (one micro-batch); act/L: what a layer keeps from its "
     "forward\nto its backward, measured on the pool; paper/L: Korthikanti et al. 2022 for it "
-    "(16-bit; flash\nattention: the selective figure); d%: act/L against it.\n";
+    "(16-bit; sdpa\nand flash attention: the selective figure); d%: act/L against it.\n";
 
-// "Activations of one micro-batch: seq 4096, micro-batch 1, flash attention,
-// no checkpointing." with the settings every row shares (the columns show
-// the others).
+// "Activations of one micro-batch: seq 4096, micro-batch 1, transformers
+// kernels, sdpa attention, no checkpointing." with the settings every row
+// shares (the columns show the others).
 std::string ActivationHeader(const std::vector<Row>& rows) {
   std::vector<const ActivationOptions*> all;
   for (const Row& r : rows) {
@@ -180,6 +181,10 @@ std::string ActivationHeader(const std::vector<Row>& rows) {
   if (shared([](const auto& o) { return o.seq; })) parts.push_back(absl::StrCat("seq ", a.seq));
   if (shared([](const auto& o) { return o.micro_batch; })) {
     parts.push_back(absl::StrCat("micro-batch ", a.micro_batch));
+  }
+  if (shared([](const auto& o) { return o.kernels; })) {
+    parts.push_back(absl::StrCat(std::string(Name(a.kernels)), " kernels",
+                                 a.backend == Backend::kCpu ? " on the CPU" : ""));
   }
   if (shared([](const auto& o) { return o.attention; })) {
     parts.push_back(absl::StrCat(std::string(Name(a.attention)), " attention"));

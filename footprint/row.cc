@@ -25,6 +25,12 @@ std::string Row::Label() const {
   if (activations.has_value()) {
     absl::StrAppend(&label, " seq=", activations->seq, " mb=", activations->micro_batch, " ",
                     std::string(Name(activations->attention)));
+    // transformers kernels on a card are the default: said only otherwise.
+    if (activations->kernels == Kernels::kFused) {
+      absl::StrAppend(&label, " fused");
+    } else if (activations->backend == Backend::kCpu) {
+      absl::StrAppend(&label, " cpu");
+    }
     if (activations->checkpointing != Checkpointing::kNone) {
       absl::StrAppend(&label, " ckpt=", std::string(Name(activations->checkpointing)));
     }

@@ -35,7 +35,7 @@ struct Row {
   // (measured - expected) / expected, in percent; 0 when both are 0.
   static double DiffPercent(double measured, double expected);
   // "zero-7.5b N=64 stage 3 bf16 adam" (+ " offload=optimizer")
-  // (+ " seq=4096 mb=1 flash" + " ckpt=full").
+  // (+ " seq=4096 mb=1 sdpa" (+ " fused", " cpu") + " ckpt=full").
   std::string Label() const;
 };
 

@@ -13,6 +13,15 @@ enum class NormKind { kLayerNorm, kRmsNorm };
 // kPlain: up, activation, down (GPT-2, GPT-NeoX); kGated: gate and up, act(gate)
 // * up, down (SwiGLU, GeGLU: Llama, Mistral, Gemma, Mixtral's experts).
 enum class MlpKind { kPlain, kGated };
+// The `transformers` class a shape is built like (its model_type): what
+// --kernels=transformers follows (activations_hf.h). Presets: GPT-2's shape
+// is kGpt2, Llama's kLlama, Mixtral's kMixtral.
+enum class Family { kGpt2, kLlama, kMistral, kQwen2, kPhi3, kGemma, kMixtral, kQwen2Moe, kGptNeox };
+// The MLP's activation as transformers computes it (ACT2FN[hidden_act]):
+// kGelu is torch's fused GELU (gelu, gelu_pytorch_tanh), kGeluNew the
+// composite tanh formula written in Python (gelu_new: GPT-2), kOther one
+// that --kernels=transformers does not model.
+enum class HiddenAct { kSilu, kGelu, kGeluNew, kQuickGelu, kRelu, kOther };
 
 struct TransformerShape {
   uint64_t layers = 0, hidden = 0, heads = 0;
@@ -33,6 +42,14 @@ struct TransformerShape {
   // gated MLPs of `expert_intermediate`, `top_k` per token, plus a shared
   // gated MLP of `shared_intermediate` (0: none) with a one-output gate.
   uint64_t experts = 0, top_k = 0, expert_intermediate = 0, shared_intermediate = 0;
+  // What only --kernels=transformers reads (the fused accounting reads
+  // `dropout` above). Dropout probabilities above zero: of the attention
+  // probabilities, of each sub-layer's output, of the embeddings.
+  Family family = Family::kLlama;
+  HiddenAct act = HiddenAct::kSilu;
+  bool attention_dropout = false, residual_dropout = false, embedding_dropout = false;
+  bool norm_topk = true;        // MoE: top-k weights renormalized (Qwen2-MoE: norm_topk_prob)
+  uint64_t sliding_window = 0;  // keys further back than this are masked (0: none)
 
   uint64_t q_width() const { return heads * head_dim; }
   uint64_t kv_width() const { return kv_heads * head_dim; }

@@ -12,8 +12,10 @@ Run by hand where torch is installed (not in the test suite):
   bazel build //footprint
   python footprint/validate_activations.py bazel-bin/footprint/footprint
 
-The torch models follow what footprint/activations.h accounts for: the
-flash-attn memory layout (q, k, v as views of (b, s, heads, d) tensors, so
+The torch models follow what footprint/activations.h accounts for with
+--kernels=fused (the CLI's default, transformers, is validated against the
+real classes by footprint/validate_transformers.py): the flash-attn memory
+layout (q, k, v as views of (b, s, heads, d) tensors, so
 the attention's output is read by the output projection as a view) and a
 fused RMSNorm that saves its input and the fp32 rstd (torch.nn.RMSNorm on
 the CPU is a composite that saves fp32 copies). Known CPU differences: CPU
@@ -256,7 +258,8 @@ def footprint_bytes(binary, config, attention):
             json.dump(config, f)
         out = os.path.join(tmp, "run.json")
         subprocess.run([binary, "--model=" + path, "--ranks=1", "--stage=0", "--steps=1",
-                        f"--seq={SEQ}", f"--micro_batch={BATCH}", "--attention=" + attention,
+                        f"--seq={SEQ}", f"--micro_batch={BATCH}", "--kernels=fused",
+                        "--attention=" + attention,
                         "--json=" + out], check=True, capture_output=True)
         with open(out) as f:
             return json.load(f)["runs"][0]["layer_accounted_bytes"]

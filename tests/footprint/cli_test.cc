@@ -55,8 +55,11 @@ TEST(CliTest, HelpKeepsAbseilsLayout) {
   Result r = Footprint({"--help"});
   EXPECT_THAT(r.out, StartsWith("footprint: measured memory and traffic of one rank"));
   EXPECT_THAT(r.out, HasSubstr("\n\n  Flags from footprint/options.cc:\n"));
-  EXPECT_THAT(r.out, HasSubstr("    --attention (eager (keeps the softmax of the scores) or flash "
-                               "(keeps its\n      log-sum-exp)); default: flash;\n"));
+  // The default is what transformers' AutoModelForCausalLM trains with.
+  EXPECT_THAT(r.out, HasSubstr("    --attention (attn_implementation: eager (keeps the softmax "
+                               "of the scores),\n      sdpa or flash (keep a log-sum-exp)); "
+                               "default: sdpa;\n"));
+  EXPECT_THAT(r.out, HasSubstr("(fused norms, flash-attn's layout)); default: transformers;\n"));
   EXPECT_THAT(r.out, HasSubstr("    --csv (also write the results as CSV to this file); "
                                "default: \"\";\n"));
   EXPECT_THAT(r.out, HasSubstr(";\n\nTry --helpfull to get a list of all flags or --help=substring "
@@ -170,7 +173,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--model=gpt2-small", "--seq=512,2048"},
                 "--seq: 2048 is longer than gpt2-small's 1024 learned positions"},
         BadArgs{{"--micro_batch=0"}, "--micro_batch: '0' is not a micro-batch size from 1 to 4096"},
-        BadArgs{{"--attention=sdpa"}, "--attention: 'sdpa' is not eager or flash"},
+        BadArgs{{"--attention=xformers"}, "--attention: 'xformers' is not eager, sdpa or flash"},
+        BadArgs{{"--kernels=triton"}, "--kernels: 'triton' is not fused or transformers"},
+        BadArgs{{"--backend=tpu"}, "--backend: 'tpu' is not gpu or cpu"},
+        BadArgs{{"--backend=cpu", "--kernels=fused"},
+                "--backend: cpu is what --kernels=transformers runs on the CPU; give it too"},
+        // transformers' gradient checkpointing recomputes whole layers only.
+        BadArgs{{"--model=gpt2-small", "--ranks=2", "--stage=0", "--checkpointing=selective"},
+                "gpt2-small N=2 stage 0 bf16 adam seq=1024 mb=1 sdpa ckpt=selective: "
+                "INVALID_ARGUMENT: selective checkpointing (recomputing eager attention's softmax, "
+                "as Megatron-LM does) is not something transformers does: its gradient "
+                "checkpointing recomputes whole layers (--checkpointing=full)"},
         BadArgs{{"--checkpointing=some"},
                 "--checkpointing: 'some' is not none, selective or full"},
         // Given but never read by the runs: said, not silently dropped.
@@ -184,6 +197,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "--micro_batch: shapes activations, which --seq=0 leaves out"},
         BadArgs{{"--seq=0", "--attention=eager"},
                 "--attention: shapes activations, which --seq=0 leaves out"},
+        BadArgs{{"--seq=0", "--kernels=fused"},
+                "--kernels: shapes activations, which --seq=0 leaves out"},
         BadArgs{{"--model=llama2-70b", "--ranks=1", "--stage=0", "--seq=1048576",
                  "--micro_batch=4096", "--attention=eager"},
                 "llama2-70b N=1 stage 0 bf16 adam seq=1048576 mb=4096 eager: INVALID_ARGUMENT: "
@@ -275,7 +290,7 @@ TEST(CliTest, AnOptionTheEngineRejectsIsOneLineAndExitTwo) {
       {"--model=gpt2-small", "--ranks=2", "--stage=1", "--precision=fp32", "--bucket_elements=0"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
-            "footprint: gpt2-small N=2 stage 1 fp32 adam seq=1024 mb=1 flash: INVALID_ARGUMENT: "
+            "footprint: gpt2-small N=2 stage 1 fp32 adam seq=1024 mb=1 sdpa: INVALID_ARGUMENT: "
             "bucket_elements is zero\n");
 }
 
@@ -294,7 +309,7 @@ TEST(CliTest, SweepLeavesOutWhatTheEngineCannotDoAndSaysSo) {
   r = Footprint({"--model=gpt2-small", "--ranks=2", "--stage=0", "--offload=parameters"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
-            "footprint: gpt2-small N=2 stage 0 bf16 adam offload=parameters seq=1024 mb=1 flash: "
+            "footprint: gpt2-small N=2 stage 0 bf16 adam offload=parameters seq=1024 mb=1 sdpa: "
             "INVALID_ARGUMENT: parameter offload needs stage 3\n");
 }
 

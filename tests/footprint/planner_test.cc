@@ -32,6 +32,7 @@ TEST(PlannerTest, SweepsStagesOffloadsCheckpointingAndMicroBatches) {
   Options o;
   o.cards = 4;
   o.nodes = 2;
+  o.kernels = {Kernels::kFused};
   o.attentions = {Attention::kEager};
   absl::StatusOr<Options> plan = PlanSweep(o);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -45,6 +46,10 @@ TEST(PlannerTest, SweepsStagesOffloadsCheckpointingAndMicroBatches) {
   o.given = {"micro_batch"};
   o.micro_batches = {16};
   EXPECT_EQ(PlanSweep(o)->micro_batches, std::vector<uint64_t>{16});
+  // transformers recomputes whole layers only: no selective to try.
+  o.kernels = {Kernels::kTransformers};
+  EXPECT_EQ(PlanSweep(o)->checkpointings,
+            (std::vector<Checkpointing>{Checkpointing::kNone, Checkpointing::kFull}));
 }
 
 Row Fake(uint64_t sent, size_t host, double recompute, uint64_t micro_batch, bool fits) {
@@ -145,6 +150,22 @@ TEST(PlannerTest, OptionsItChoosesItselfAreOneLineAndExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("footprint: --plan: "));
   r = Footprint({"--plan", "--host_memory=lots"});
   EXPECT_EQ(r.err, "footprint: --host_memory: 'lots' is not a size like 80GB\n");
+}
+
+// --plan runs the kernels given: transformers' eager attention keeps the
+// fp32 softmax beside its cast, so its activations outweigh fused ones.
+TEST(PlannerTest, PlansForTheKernelsGiven) {
+  auto act = [](const char* kernels) {
+    Result r = Footprint({"--plan", "--model=gpt2-small", "--cards=2", "--seq=1024",
+                          "--micro_batch=1", "--attention=eager", kernels});
+    EXPECT_EQ(r.code, 0) << r.err;
+    for (const auto& line : PlanLines(r.out)) {
+      if (line[1] == "3" && line[2] == "none" && line[3] == "none") return std::stod(line[6]);
+    }
+    ADD_FAILURE() << r.out;
+    return 0.0;
+  };
+  EXPECT_GT(act("--kernels=transformers"), 1.1 * act("--kernels=fused"));  // measured: 1.15
 }
 
 // Llama 3 70B on 8 x 80 GB at 4k tokens, micro-batch 1: 16 runs of the real

@@ -144,7 +144,7 @@ TEST(TimelineTest, CliWritesItForOneRunAndRefusesASweep) {
   std::stringstream svg;
   svg << in.rdbuf();
   EXPECT_TRUE(Elements(svg.str()).ok());
-  EXPECT_THAT(svg.str(), HasSubstr("gpt2-small N=4 stage 2 bf16 adam seq=256 mb=1 flash"));
+  EXPECT_THAT(svg.str(), HasSubstr("gpt2-small N=4 stage 2 bf16 adam seq=256 mb=1 sdpa"));
   std::ostringstream out2, err2;
   code = RunFootprint({"--model=gpt2-small", "--ranks=4", "--stage=2,3", "--timeline=" + path},
                       out2, err2);
