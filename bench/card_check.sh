@@ -28,6 +28,8 @@ targets=(//bench:card_check //bench:card_timing //tests/optimizers:cuda_test
          //tests/zero/comm:nccl_test)
 # Shared libraries for the Python checks, carried in .device/lib.
 libs=(//memory/interop:libzero_allocator.so //zero/capi:libzero_engine.so)
+# Programs a Python check runs, carried in .device/tools.
+tools=(//footprint)
 # GoogleTest cases that check behaviour without a card; they skip on a card by
 # design, so `run` leaves them out.
 no_card_cases='*WithoutACard*'
@@ -35,8 +37,8 @@ no_card_cases='*WithoutACard*'
 build() {
   bash bazel/setup.sh || exit 1
   # Fully static (tests otherwise link our libraries as .so files).
-  bazel build -c opt --dynamic_mode=off "${targets[@]}" "${libs[@]}" || exit 1
-  rm -rf .device/bin .device/lib && mkdir -p .device/bin .device/lib
+  bazel build -c opt --dynamic_mode=off "${targets[@]}" "${libs[@]}" "${tools[@]}" || exit 1
+  rm -rf .device/bin .device/lib .device/tools && mkdir -p .device/bin .device/lib .device/tools
   for t in "${targets[@]}"; do
     path="bazel-bin/${t#//}"; path="${path/://}"
     cp -L "$path" .device/bin/
@@ -45,9 +47,13 @@ build() {
     path="bazel-bin/${t#//}"; path="${path/://}"
     cp -L "$path" .device/lib/
   done
+  for t in "${tools[@]}"; do
+    path="bazel-bin/${t#//}"; path="${path/://}"; [[ $t == *:* ]] || path+="/${t##*/}"
+    cp -L "$path" .device/tools/
+  done
   # Debian's abseil (and libatomic) are shared libraries the card's image
   # lacks: carry the ones the carried files need.
-  for f in .device/bin/* .device/lib/*.so; do
+  for f in .device/bin/* .device/lib/*.so .device/tools/*; do
     ldd "$f" | awk '/libabsl_|libatomic/ { print $1, $3 }' |
       while read -r name path; do cp -Ln "$path" ".device/lib/$name"; done
   done
@@ -131,6 +137,8 @@ run_all() {
   judge torch_card_check.py python3 bench/torch_card_check.py .device/lib/libzero_allocator.so
   # The Python package (zero.wrap) training the example GPT on the card.
   judge torch_card_package.py python3 bench/torch_card_package.py .device/lib/libzero_engine.so
+  # The footprint's peak against torch.cuda.max_memory_allocated (issue 44).
+  judge torch_card_footprint.py python3 bench/torch_card_footprint.py .device/tools/footprint
   echo "card checks ($mode): $passed passed, $failed failed, $skipped skipped"
   ((failed == 0))
 }
