@@ -149,16 +149,7 @@ void MlpSite(SiteBuilder& site, const Dims& d) {
 
 void HeadSite(SiteBuilder& site, const Dims& d) {
   Norm(site, d, "final_norm", true);
-  const double v = double(d.s.vocab);
-  int logits = site.Transient("logits", d.Act(v));
-  if (d.o.element_bytes != 4) {
-    const int wide = site.Transient("logits.fp32", d.Fp32(v));
-    site.Drop(logits);
-    logits = wide;
-  }
-  site.Saved("log_probs", d.Fp32(v));
-  site.Drop(logits);
-  site.Saved("targets", d.tokens * 8, false);
+  LossTail(site, d);
 }
 
 void EmbeddingSite(SiteBuilder& site, const Dims& d) {

@@ -287,16 +287,7 @@ void MlpSite(SiteBuilder& site, const Hf& d) {
 void HeadSite(SiteBuilder& site, const Hf& d) {
   site.Maybe(d.NormKeepsInput(), "final_norm.input", d.Hidden());
   Norm(site, d, "final_norm");
-  const double v = double(d.s.vocab);
-  int logits = site.Transient("logits", d.Act(v));
-  if (!d.Wide()) {
-    const int wide = site.Transient("logits.fp32", d.Fp32(v));
-    site.Drop(logits);
-    logits = wide;
-  }
-  site.Saved("log_probs", d.Fp32(v));
-  site.Drop(logits);
-  site.Saved("targets", d.tokens * 8, false);
+  LossTail(site, d);
 }
 
 void EmbeddingSite(SiteBuilder& site, const Hf& d) {

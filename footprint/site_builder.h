@@ -81,4 +81,20 @@ struct Dims {
   const double tokens, b;
 };
 
+// What the loss keeps after the final norm, in both accountings: the logits
+// (and their fp32 copy in a narrower model), transient; the fp32
+// log-softmax; the targets.
+inline void LossTail(SiteBuilder& site, const Dims& d) {
+  const double v = double(d.s.vocab);
+  int logits = site.Transient("logits", d.Act(v));
+  if (d.o.element_bytes != 4) {
+    const int wide = site.Transient("logits.fp32", d.Fp32(v));
+    site.Drop(logits);
+    logits = wide;
+  }
+  site.Saved("log_probs", d.Fp32(v));
+  site.Drop(logits);
+  site.Saved("targets", d.tokens * 8, false);
+}
+
 }  // namespace zero::footprint
