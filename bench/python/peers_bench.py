@@ -6,7 +6,9 @@ processes, one run (CPU, gloo):
 Trains the example GPT (zero/examples/gpt.py, no activation checkpointing)
 with the same AdamW under DistributedDataParallel, FSDP2 (fully_shard per
 block, then the root), and zero.wrap at stages 2 and 3, and prints per
-framework the median step time and this rank's model-state bytes:
+framework the median step time, split into forward, backward (with what
+the framework waits for at its end) and optimizer.step (with what it
+waits for), each phase's own median, and this rank's model-state bytes:
 - persistent: parameters, gradients and optimizer state held between
   steps (storages counted once; DDP with gradient_as_bucket_view, so its
   buckets are the gradients);
@@ -14,7 +16,10 @@ framework the median step time and this rank's model-state bytes:
   once (stage 3 and FSDP2; sampled at every module's forward and backward
   boundary for FSDP2, the pool's peak for zero).
 Then the ratios the issue asks for: zero stage 3 / FSDP2 and zero stage 2 /
-DDP, for step time and peak bytes (goal <= 1.0).
+DDP, for step time and peak bytes (goal <= 1.0). With --many_params 1000
+the model is 1,000 parameters of 8x8 or 8 elements in blocks of 10 (FSDP2
+wraps each block, zero gathers a block at a time): the step is then almost
+all the frameworks' fixed cost per parameter (hooks, gathers, copies).
 
 The frameworks run in alternating rounds (--rounds, each runs all four), and
 a step time is the median over every round's timed steps: on a shared
@@ -82,23 +87,54 @@ class _GatheredPeak:
         self.peak = max(self.peak, total)
 
 
+class ManyParams(torch.nn.Module):
+    """--many_params: `blocks` x 10 parameters of 8 x 8 (or 8) elements, so a
+    step is almost all per-parameter cost: the wrappers' hooks, gathers and
+    copies, not compute."""
+
+    def __init__(self, vocab, blocks):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, 8)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(5)]) for _ in range(blocks))
+        self.shared = torch.nn.Linear(8, 8)  # what run() wraps beside the blocks
+        self.head = torch.nn.Linear(8, vocab)
+
+    def forward(self, tokens):
+        x = self.wte(tokens)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(self.shared(x))
+
+
 def _model(args):
     torch.manual_seed(0)
+    if args.many_params:
+        return ManyParams(args.vocab, args.many_params // 10)
     return GPT(vocab=args.vocab, dim=args.dim, heads=args.heads, layers=args.layers,
                seq=args.seq, checkpoint="none")
 
 
 def _train(model, opt, args, rank, scale=None):
+    """Per timed step: (total, forward, backward, step) seconds. Backward
+    includes what a framework waits for at its end (DDP's last all-reduce,
+    FSDP2's reduce-scatters; zero's reductions overlap it and are waited for
+    in step), step the optimizer and what it waits for (zero: the last
+    reductions and the all-gather after the update)."""
     times = []
     for step in range(args.warmup + args.steps):
         x, y = batch(step, rank, 0, rows=args.rows, seq=args.seq, vocab=args.vocab)
         dist.barrier()
         start = time.perf_counter()
-        loss_fn(model(x), y).backward()
+        loss = loss_fn(model(x), y)
+        forward = time.perf_counter()
+        loss.backward()
+        backward = time.perf_counter()
         opt.step()
         if scale is not None:
             scale()
-        times.append(time.perf_counter() - start)
+        end = time.perf_counter()
+        times.append((end - start, forward - start, backward - forward, end - backward))
     return times[args.warmup:]
 
 
@@ -152,6 +188,9 @@ def main():
                         help="stage 3 gathers per block (as FSDP2 is wrapped here) or module")
     parser.add_argument("--prefetch_blocks", type=float, default=0.0,
                         help="stage 3 prefetch bucket in blocks (FSDP2 prefetches one)")
+    parser.add_argument("--many_params", type=int, default=0,
+                        help="instead of the GPT: this many parameters of 8x8 or 8 elements "
+                             "in blocks of 10 (issue 42's hook cost: --many_params 1000)")
     parser.add_argument("--allow_unoptimized", action="store_true",
                         help="run with an unoptimized library (no ratios printed)")
     args = parser.parse_args()
@@ -178,10 +217,13 @@ def _report(results, world, args, build):
     print("%d processes, %d parameters, %d rounds x %d timed steps (median), library %s"
           % (world, psi, args.rounds, args.steps,
              "optimized" if build["optimized"] else "NOT optimized"))
-    print("%-8s %10s %14s %14s" % ("", "step ms", "persistent B", "peak B"))
+    print("%-8s %10s %10s %10s %10s %14s %14s" % (
+        "", "step ms", "forward", "backward", "opt.step", "persistent B", "peak B"))
     for kind, r in results.items():
-        r["seconds"] = statistics.median(r["times"])
-        print("%-8s %10.1f %14d %14d" % (kind, 1e3 * r["seconds"], r["persistent"], r["peak"]))
+        phases = [statistics.median(t[i] for t in r["times"]) for i in range(4)]
+        r["seconds"] = phases[0]
+        print("%-8s %10.1f %10.1f %10.1f %10.1f %14d %14d" % (
+            kind, *(1e3 * p for p in phases), r["persistent"], r["peak"]))
     if not build["optimized"]:
         print("no ratios: the library is not an optimized build")
         return

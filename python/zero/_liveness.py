@@ -92,3 +92,7 @@ class Heartbeat:
         self.stop.set()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join()
+            # The store goes now, at exit, not at the interpreter's teardown,
+            # where (the program's group already destroyed) this was its last
+            # holder and its C++ threads could be torn down out of order.
+            self.store = None

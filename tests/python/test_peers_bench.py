@@ -31,11 +31,18 @@ def test_peers_bench_runs_every_framework():
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()
             if line.split() and line.split()[0] in ("ddp", "fsdp2", "zero2", "zero3")}
     assert set(rows) == {"ddp", "fsdp2", "zero2", "zero3"}, proc.stdout
-    for kind, (ms, persistent, peak) in rows.items():
+    for kind, (ms, forward, backward, step, persistent, peak) in rows.items():
         assert float(ms) > 0 and 0 < int(persistent) <= int(peak), (kind, proc.stdout)
+        # Each phase is its own median: together about the step, never above it by much.
+        phases = [float(forward), float(backward), float(step)]
+        assert all(p > 0 for p in phases) and min(phases) <= float(ms), (kind, proc.stdout)
     # Sharding shows in the bytes even on a tiny model.
-    assert int(rows["zero3"][1]) < int(rows["zero2"][1]) < int(rows["ddp"][1]), proc.stdout
+    assert int(rows["zero3"][4]) < int(rows["zero2"][4]) < int(rows["ddp"][4]), proc.stdout
     assert ("zero3/fsdp2: step time" in proc.stdout) == optimized, proc.stdout
+    many = _run(["--many_params", "40"] + ([] if optimized else ["--allow_unoptimized"]))
+    assert many.returncode == 0, many.stdout + many.stderr[-3000:]
+    kinds = {line.split()[0] for line in many.stdout.splitlines() if line.split()}
+    assert {"ddp", "fsdp2", "zero2", "zero3"} <= kinds, many.stdout
     if not optimized:
         refused = _run([])
         assert refused.returncode != 0
