@@ -112,8 +112,8 @@ int AvailableCpus() {
 }
 
 int DefaultThreads() {
-  if (const char* set = std::getenv("ZERO_NUM_THREADS"); set != nullptr && std::atoi(set) > 0) {
-    return std::atoi(set);
+  if (const char* set = std::getenv("ZERO_NUM_THREADS"); set != nullptr) {
+    if (const int n = std::atoi(set); n > 0) return n;
   }
   // Under torchrun the processes of a node share its CPUs: a pool per
   // process as wide as all of them runs LOCAL_WORLD_SIZE times too many

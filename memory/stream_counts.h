@@ -20,6 +20,10 @@ struct StreamOps {
   uint64_t host_waits = 0;
   uint64_t driver_calls = 0;
 
+  friend StreamOps operator+(const StreamOps& a, const StreamOps& b) {
+    return {a.enqueued + b.enqueued, a.host_waits + b.host_waits,
+            a.driver_calls + b.driver_calls};
+  }
   friend StreamOps operator-(const StreamOps& a, const StreamOps& b) {
     return {a.enqueued - b.enqueued, a.host_waits - b.host_waits,
             a.driver_calls - b.driver_calls};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
 #include "base/fingerprint.h"
 #include "base/status_macros.h"
@@ -187,11 +188,16 @@ absl::Status Engine::AwaitComm() { return RankContext::Order(ctx_->stream, ctx_-
 absl::Status Engine::AddGrad(int id, const void* grad, size_t numel, DType dtype,
                              std::shared_ptr<Event> ready, GradSource source) {
   RETURN_IF_ERROR(NotRestoring("AddGrad"));
-  const int done = reducer_->micro_batches();
   const bool on_device =
       source == GradSource::kDevice || ctx_->devices->device_of(grad).has_value();
-  RETURN_IF_ERROR(
-      FailIfError(reducer_->Add(id, grad, numel, dtype, ready, on_device, steps_ + 1)));
+  return HandOver([&] {
+    return reducer_->Add(id, grad, numel, dtype, ready, on_device, steps_ + 1);
+  });
+}
+
+absl::Status Engine::HandOver(absl::FunctionRef<absl::Status()> hand_over) {
+  const int done = reducer_->micro_batches();
+  RETURN_IF_ERROR(FailIfError(hand_over()));
   if (reducer_->micro_batches() != done) ops_.MicroBatchDone();
   return absl::OkStatus();
 }
@@ -215,10 +221,7 @@ absl::StatusOr<void*> Engine::GradBuffer(int id, Stream* producer) {
 
 absl::Status Engine::GradWritten(int id, std::shared_ptr<Event> written) {
   RETURN_IF_ERROR(NotRestoring("GradWritten"));
-  const int done = reducer_->micro_batches();
-  RETURN_IF_ERROR(FailIfError(reducer_->Written(id, written, steps_ + 1)));
-  if (reducer_->micro_batches() != done) ops_.MicroBatchDone();
-  return absl::OkStatus();
+  return HandOver([&] { return reducer_->Written(id, written, steps_ + 1); });
 }
 
 absl::StatusOr<Engine::ParamView> Engine::param_view(int id) {

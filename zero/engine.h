@@ -34,6 +34,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "memory/device_system.h"
 #include "optimizers/loss_scaler.h"
@@ -227,6 +228,9 @@ class Engine {
   float MeanGradScale() const;
   absl::Status SkipStep();
   absl::Status StepOnce();  // Step but for its figures
+  // A gradient's hand-over to the reducer (failing the group on error), and
+  // the end of a micro-batch it completes marked in the step's figures.
+  absl::Status HandOver(absl::FunctionRef<absl::Status()> hand_over);
   // Orders stream() after everything on the communication stream so far.
   absl::Status AwaitComm();
 

@@ -2,12 +2,13 @@
 // stream's next request of the same rounded size (RMM's per-stream free
 // lists, PyTorch's block pools): taking one back needs no wait (stream
 // order covers the reuse), no split and no coalescing, so the pool's
-// allocate+free pair stays near malloc's. The free's events are recorded at
-// the free all the same (on an idle host stream, none), so a block flushed
-// later makes other streams wait for the work before its free only. A cached block stays allocated in
-// the BlockSet (marked cached) and counts as free in the statistics; on
-// any other request the pool flushes the cache into the free blocks first,
-// so best fit and coalescing see them as without the cache. Small and bounded (kSlots), newest first. Not
+// allocate+free pair stays near malloc's. The free's events are recorded
+// at the free all the same (on an idle host stream, none), so a block
+// flushed later makes other streams wait for the work before its free
+// only. A cached block stays allocated in the BlockSet (marked cached) and
+// counts as free in the statistics; on any other request the pool flushes
+// the cache into the free blocks first, so best fit and coalescing see
+// them as without the cache. Small and bounded (kSlots), newest first. Not
 // thread-safe: the owning pool's lock guards it.
 #pragma once
 

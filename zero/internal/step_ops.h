@@ -44,19 +44,14 @@ class StepOpsMeter {
   // Leaves work out of the open windows: what a caller asked for outside the
   // step (stats() reading a norm on the host).
   void Exclude(const StreamOps& ops) {
-    step_mark_ = Plus(step_mark_, ops);
-    micro_batch_mark_ = Plus(micro_batch_mark_, ops);
+    step_mark_ = step_mark_ + ops;
+    micro_batch_mark_ = micro_batch_mark_ + ops;
   }
   StreamOps Now() const { return read_(); }
 
   const StepStreamOps& last_step() const { return last_; }
 
  private:
-  static StreamOps Plus(const StreamOps& a, const StreamOps& b) {
-    return {a.enqueued + b.enqueued, a.host_waits + b.host_waits,
-            a.driver_calls + b.driver_calls};
-  }
-
   const std::function<StreamOps()> read_;
   StreamOps step_mark_;
   StreamOps micro_batch_mark_;

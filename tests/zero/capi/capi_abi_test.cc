@@ -141,4 +141,32 @@ TEST(CapiFormula, BadInputIsNamed) {
   }
 }
 
+// zero_reduce_in_rank_order (ABI 1.2): the rank-order sum the Python
+// package's callbacks run, and its refusals, each naming what is wrong with
+// nothing written.
+TEST(CapiReduce, SumsInRankOrderAndRefusesBadCodesAndSizes) {
+  // 3 ranks x 2 elements, rank 0 first: element 0 is 1e8, 1, -1e8 by rank.
+  const float chunks[] = {1e8f, 2.0f, 1.0f, 3.0f, -1e8f, 4.0f};
+  float out[2] = {-7, -7};
+  ASSERT_EQ(zero_reduce_in_rank_order(chunks, 3, 2, ZERO_F32, ZERO_SUM, out), ZERO_OK)
+      << LastError();
+  EXPECT_EQ(out[0], (1e8f + 1.0f) + -1e8f) << "rank order: 0, not 1";
+  EXPECT_EQ(out[1], 2.0f + 3.0f + 4.0f);
+  float untouched[2] = {-7, -7};
+  EXPECT_EQ(zero_reduce_in_rank_order(chunks, 3, 2, 42, ZERO_SUM, untouched),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("42"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_reduce_in_rank_order(chunks, 3, 2, ZERO_F32, 13, untouched),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("13"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_reduce_in_rank_order(chunks, 0, 2, ZERO_F32, ZERO_SUM, untouched),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("world size 0"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_reduce_in_rank_order(nullptr, 3, 2, ZERO_F32, ZERO_SUM, untouched),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("null"), std::string::npos) << LastError();
+  EXPECT_EQ(untouched[0], -7);
+  EXPECT_EQ(untouched[1], -7);
+}
+
 }  // namespace
