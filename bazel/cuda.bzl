@@ -18,7 +18,12 @@ def _cuda_objects_impl(ctx):
 
     flags = ["-std=c++20", "-O3", "-Xcompiler", "-fPIC"] + CUDA_GENCODE
     # quote_includes always holds the repo root and its bin dir (generated files).
-    flags += ["-I" + p for p in cc.quote_includes.to_list() + cc.includes.to_list()]
+    # Other repositories' headers (abseil) go in as system headers, so nvcc
+    # warns about ours only, as gcc does (nvcc flags abseil's own status
+    # assignments, #2810).
+    for p in cc.quote_includes.to_list() + cc.includes.to_list():
+        third_party = p.startswith("external/") or "/external/" in p
+        flags += ["-isystem", p] if third_party else ["-I" + p]
     for p in cc.system_includes.to_list():
         flags += ["-isystem", p]
     flags += ["-D" + d for d in cc.defines.to_list()]
