@@ -1,14 +1,37 @@
 """One rank's engine as a Python object over the C ABI: its devices,
 communicator and engine handles, and tensors that alias its parameters."""
 
+import atexit
 import ctypes
 import json
+import weakref
 
 import torch
 import torch.distributed as dist
 
 from . import _comm, _lib, _order
 from ._lib import check
+
+
+# Every engine alive, for the exit hook below.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _settle_at_exit():
+    """Before the interpreter's teardown: each engine's streams drained, then
+    the process group wrap made for it destroyed, while Python still runs.
+    An engine in a reference cycle is otherwise destroyed by the teardown's
+    last collection, when work still queued on its communication thread
+    calls into an interpreter that ends the thread (its forced unwind through
+    C++ aborts the process: "terminate called without an active exception"),
+    and a gloo group left to the teardown can abort the same way
+    (pytorch#190489). Errors are the program's business by now: ignored."""
+    for engine in list(_live):
+        try:
+            engine.settle()
+        except Exception:  # noqa: BLE001 - exiting
+            pass
 
 
 class Engine:
@@ -46,6 +69,8 @@ class Engine:
                     "creating the engine")
         self.handle = handle
         self.order = _order.order_for(self, self.device)
+        self.owned_group = None  # a group wrap made for this engine (destroyed at exit)
+        _live.add(self)
 
     def _check(self, rc, what):
         if rc == 0:
@@ -202,6 +227,20 @@ class Engine:
         self._check(self._lib.zero_engine_restore(self.handle, int(steps)),
                     "restoring the optimizer state")
         self.order.after_engine()
+
+    def settle(self):
+        """At exit: nothing left queued on the streams, the owned group gone."""
+        if self.handle:
+            self._lib.zero_engine_synchronize(self.handle)
+        group, self.owned_group = self.owned_group, None
+        if group is not None and dist.is_initialized() and \
+                group in dist.distributed_c10d._world.pg_map:
+            dist.destroy_process_group(group)
+        if self.collectives is not None:
+            # Our last reference to the group (destroyed above, or by the
+            # program's destroy_process_group()): its C++ object and threads
+            # go now, not in the teardown.
+            self.collectives.group = None
 
     def close(self):
         lib = self._lib

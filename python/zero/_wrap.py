@@ -439,6 +439,8 @@ def wrap(model, optimizer, config=None, group=None):
             except Exception:  # noqa: BLE001
                 pass
         raise
+    if own_group:
+        state.engine.owned_group = group
     on_grad = weak_method(state, "on_grad")  # autograd keeps it in C++
     for e in state.entries:
         e.param.register_post_accumulate_grad_hook(on_grad)
