@@ -170,6 +170,8 @@ std::vector<RankResult> TrainWithEngine(const Model& model, const TrainingRun& r
   options.stream_ordered = run.stream_ordered;
   options.devices = devices->get();
   options.move_on_streams = run.move_on_streams;
+  options.ranks_per_node = run.ranks_per_node;
+  options.hierarchical = run.hierarchical;
   auto comms = LocalGroup::Create(run.world, options);
   if (!comms.ok()) return fail_all(comms.status());
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = make_optimizer();
@@ -189,6 +191,8 @@ absl::StatusOr<ParamSet> TrainReference(const Model& model, const TrainingRun& r
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, make_optimizer());
   ASSIGN_OR_RETURN(ParamSet params, InitialParams(model, run.seed));
   const int gas = run.config.gradient_accumulation_steps;
+  const int per_node =
+      run.ranks_per_node > 0 && run.hierarchical ? run.ranks_per_node : run.world;
   const size_t n = params.size();
   std::vector<ParamSet> state(optimizer->state_buffers());
   for (ParamSet& s : state) {
@@ -198,12 +202,18 @@ absl::StatusOr<ParamSet> TrainReference(const Model& model, const TrainingRun& r
     float grad_scale = 1.0f / static_cast<float>(run.world * gas);
     ParamSet total;
     for (int micro = 0; micro < gas; ++micro) {
+      // The communicator's order: each node's ranks, then the nodes' sums.
       ParamSet sum;
-      for (int rank = 0; rank < run.world; ++rank) {
-        ParamSet grads;
-        const Batch batch = model.MakeBatch(BatchSeed(run.seed, rank, step, micro));
-        RETURN_IF_ERROR(ForwardBackwardDense(model, params, batch, &grads).status());
-        AddOrTake(sum, std::move(grads), rank == 0);
+      for (int node = 0; node < run.world / per_node; ++node) {
+        ParamSet node_sum;
+        for (int local = 0; local < per_node; ++local) {
+          ParamSet grads;
+          const int rank = node * per_node + local;
+          const Batch batch = model.MakeBatch(BatchSeed(run.seed, rank, step, micro));
+          RETURN_IF_ERROR(ForwardBackwardDense(model, params, batch, &grads).status());
+          AddOrTake(node_sum, std::move(grads), local == 0);
+        }
+        AddOrTake(sum, std::move(node_sum), node == 0);
       }
       AddOrTake(total, std::move(sum), micro == 0);
     }

@@ -34,6 +34,11 @@ struct TrainingRun {
   // collectives move their bytes as work on the engine's streams, as on a
   // card. Synchronous mode only.
   bool move_on_streams = false;
+  // Ranks per node of the local group (LocalGroupOptions::ranks_per_node;
+  // 0: one node) and whether its collectives are hierarchical there. The
+  // reference sums ranks in the same order (node by node, then the nodes).
+  int ranks_per_node = 0;
+  bool hierarchical = true;
   // Host streams' delay mode; off: $ZERO_HOST_STREAM_DELAY decides.
   HostStreamOptions host_streams;
   // Called on each rank after Create, before training; may change what a

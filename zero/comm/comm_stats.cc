@@ -13,6 +13,12 @@ OpStats& OpStats::operator+=(const OpStats& other) {
   return *this;
 }
 
+LevelBytes& LevelBytes::operator+=(const LevelBytes& other) {
+  sent += other.sent;
+  received += other.received;
+  return *this;
+}
+
 namespace {
 
 struct Elements {
@@ -55,8 +61,23 @@ OpStats CommStats::Total() const {
   return total;
 }
 
-void CommStats::Add(const CollectiveCall& call, int rank, int world_size) {
-  by_kind[static_cast<int>(call.kind)] += RingTraffic(call, rank, world_size);
+void CommStats::Add(const CollectiveCall& call, int rank, const Topology& topology) {
+  const int n = topology.world_size();
+  const OpStats traffic = RingTraffic(call, rank, n);
+  by_kind[static_cast<int>(call.kind)] += traffic;
+  LevelBytes& to_successor = topology.same_node(rank, (rank + 1) % n) ? inside : across;
+  LevelBytes& from_predecessor = topology.same_node(rank, (rank + n - 1) % n) ? inside : across;
+  to_successor.sent += traffic.bytes_sent;
+  from_predecessor.received += traffic.bytes_received;
+}
+
+CommStats& CommStats::operator+=(const CommStats& other) {
+  for (int k = 0; k < kNumCollectiveKinds; ++k) by_kind[k] += other.by_kind[k];
+  copied_bytes += other.copied_bytes;
+  reduced_bytes += other.reduced_bytes;
+  inside += other.inside;
+  across += other.across;
+  return *this;
 }
 
 std::string CommStats::ToString() const {
@@ -68,6 +89,11 @@ std::string CommStats::ToString() const {
                           "%s calls=%d sent=%d elements (%d B) received=%d elements (%d B)\n",
                           Name(static_cast<CollectiveKind>(k)), s.calls, s.elements_sent,
                           s.bytes_sent, s.elements_received, s.bytes_received);
+  }
+  if (across.sent != 0 || across.received != 0) {
+    absl::StrAppendFormat(&text, "levels inside sent=%d B received=%d B, across sent=%d B "
+                          "received=%d B\n", inside.sent, inside.received, across.sent,
+                          across.received);
   }
   if (copied_bytes != 0 || reduced_bytes != 0) {
     absl::StrAppendFormat(&text, "backend copied=%d B reduced=%d B\n", copied_bytes,

@@ -44,7 +44,7 @@ absl::Status Communicator::Run(const CollectiveCall& call, const void* send, voi
   if (!invalid.ok() && status.ok()) return invalid;  // a backend must not run a bad call
   if (!status.ok()) return status;
   MutexLock lock(stats_mu_);
-  stats_.Add(call, rank(), world_size());
+  stats_.Add(call, rank(), topology());
   return status;
 }
 

@@ -32,6 +32,7 @@
 #include "memory/stream.h"
 #include "zero/comm/collective.h"
 #include "zero/comm/comm_stats.h"
+#include "zero/comm/topology.h"
 
 namespace zero {
 
@@ -41,6 +42,9 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // Which ranks share a node; the levels of stats() follow it. One node
+  // unless the backend was told otherwise.
+  virtual Topology topology() const { return Topology::OneNode(world_size()); }
 
   // recv holds world_size * count elements; rank r's send lands at
   // recv + r * count.
@@ -71,8 +75,9 @@ class Communicator {
   virtual absl::Status AsyncError() const = 0;
 
   // Ring-model traffic of this rank's calls that returned OK (for calls that
-  // return once enqueued: counted when enqueued; see comm_stats.h).
-  CommStats stats() const;
+  // return once enqueued: counted when enqueued; see comm_stats.h). A
+  // communicator composed of others adds what they moved.
+  virtual CommStats stats() const;
 
  protected:
   // Runs one call. `invalid` is OK, or this rank's InvalidArgument from

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "zero/comm/hierarchical_communicator.h"
 #include "zero/comm/internal/call_history.h"
 #include "zero/comm/internal/comm_errors.h"
 #include "zero/comm/internal/host_reduce.h"
@@ -126,13 +127,22 @@ absl::StatusOr<Moved> Move(const Part& part, absl::Span<const Arrival> peers, Mo
   return moved;
 }
 
+SimulatedLink AcrossLink(const LocalGroupOptions& options) {
+  if (options.across_link.has_value()) return *options.across_link;
+  SimulatedLink across = options.link;
+  across.bytes_per_second /= 8;  // 0 (unlimited) stays 0
+  if (across.bytes_per_second != 0 && across.bytes_per_second < 1) across.bytes_per_second = 1;
+  return across;
+}
+
 // What a group's ranks share; held by each communicator and by each piece of
 // work they queue, so it outlives both.
 struct SharedState {
-  SharedState(int world_size, const LocalGroupOptions& options)
-      : rendezvous(world_size, options.timeout),
+  SharedState(const Topology& topology, const LocalGroupOptions& options)
+      : rendezvous(topology.world_size(), options.timeout),
+        topology(topology),
         has_bytes(options.has_bytes),
-        link(options.link),
+        link(topology.multi_node() ? AcrossLink(options) : options.link),
         devices(options.devices),
         move_on_streams(options.move_on_streams) {}
 
@@ -160,6 +170,7 @@ struct SharedState {
   }
 
   LocalRendezvous rendezvous;
+  const Topology topology;
   const bool has_bytes;
   const SimulatedLink link;
   DeviceSystem* const devices;
@@ -202,6 +213,7 @@ class LocalCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
+  Topology topology() const override { return shared_->topology; }
   void Abort(const absl::Status& reason) override { shared_->rendezvous.Abort(reason); }
   absl::Status AsyncError() const override { return shared_->rendezvous.status(); }
 
@@ -264,6 +276,55 @@ absl::Status LocalCommunicator::Enqueue(const Part& part, Stream& stream, absl::
   return queued;
 }
 
+using Group = std::vector<std::unique_ptr<Communicator>>;
+
+absl::StatusOr<Group> CreateFlat(const Topology& topology, const LocalGroupOptions& options) {
+  auto shared = std::make_shared<SharedState>(topology, options);
+  Group group;
+  group.reserve(topology.world_size());
+  for (int r = 0; r < topology.world_size(); ++r) {
+    group.push_back(std::make_unique<LocalCommunicator>(r, topology.world_size(),
+                                                        options.stream_ordered, shared));
+  }
+  return group;
+}
+
+// A group per node over `link`, a group per local rank over the link
+// between nodes, and each rank's adaptor over its two.
+absl::StatusOr<Group> CreateHierarchical(const Topology& topology,
+                                         const LocalGroupOptions& options) {
+  if (options.devices == nullptr || options.devices->device_count() < topology.world_size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hierarchical local group of %d ranks on %d nodes: needs LocalGroupOptions::devices "
+        "with a device per rank (each rank's scratch comes from its device's pool), or "
+        "hierarchical = false",
+        topology.world_size(), topology.nodes()));
+  }
+  LocalGroupOptions flat = options;
+  flat.hierarchical = false;
+  flat.ranks_per_node = 0;  // a node's group: one node
+  std::vector<Group> nodes, columns;
+  for (int n = 0; n < topology.nodes(); ++n) {
+    ASSIGN_OR_RETURN(nodes.emplace_back(),
+                     CreateFlat(Topology::OneNode(topology.ranks_per_node()), flat));
+  }
+  flat.link = AcrossLink(options);
+  for (int l = 0; l < topology.ranks_per_node(); ++l) {
+    ASSIGN_OR_RETURN(Topology across, Topology::Create(topology.nodes(), 1));
+    ASSIGN_OR_RETURN(columns.emplace_back(), CreateFlat(across, flat));
+  }
+  const std::shared_ptr<HierarchyLatch> latch = MakeHierarchyLatch(topology.world_size());
+  Group group;
+  for (int r = 0; r < topology.world_size(); ++r) {
+    const int n = topology.node_of(r), l = topology.local_rank(r);
+    ASSIGN_OR_RETURN(group.emplace_back(),
+                     MakeHierarchicalCommunicator(topology, r, std::move(nodes[n][l]),
+                                                  std::move(columns[l][n]),
+                                                  &options.devices->pool(r), latch));
+  }
+  return group;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> LocalGroup::Create(int world_size,
@@ -275,14 +336,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> LocalGroup::Create(in
     return absl::InvalidArgumentError("the collective timeout must be positive");
   }
   RETURN_IF_ERROR(options.link.Validate());
-  auto shared = std::make_shared<SharedState>(world_size, options);
-  std::vector<std::unique_ptr<Communicator>> group;
-  group.reserve(world_size);
-  for (int r = 0; r < world_size; ++r) {
-    group.push_back(
-        std::make_unique<LocalCommunicator>(r, world_size, options.stream_ordered, shared));
-  }
-  return group;
+  if (options.across_link.has_value()) RETURN_IF_ERROR(options.across_link->Validate());
+  ASSIGN_OR_RETURN(const Topology topology,
+                   Topology::Create(world_size, options.ranks_per_node == 0
+                                                    ? world_size
+                                                    : options.ranks_per_node));
+  if (topology.multi_node() && options.hierarchical) return CreateHierarchical(topology, options);
+  return CreateFlat(topology, options);
 }
 
 }  // namespace zero

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -58,6 +59,17 @@ struct LocalGroupOptions {
   // on the thread running it (the stream's worker when stream-ordered), after
   // all ranks arrived and before the bytes move. Off by default.
   SimulatedLink link{};
+  // Ranks per node (topology.h); 0: every rank on one node. With more than
+  // one node the statistics count bytes per level, and a group that spans
+  // nodes takes `across_link`'s time (a ring runs at its slowest link).
+  int ranks_per_node = 0;
+  // The link between nodes; unset: `link` with an eighth of its bandwidth.
+  std::optional<SimulatedLink> across_link;
+  // With more than one node, each rank's communicator is hierarchical
+  // (hierarchical_communicator.h): a group per node and one per local rank
+  // across the nodes, scratch from `devices`' pool of the rank's number.
+  // False: one flat ring over every rank.
+  bool hierarchical = true;
   // Where the ranks' buffers live. Needed when they are on cards: a call
   // (synchronous mode) given a card's stream moves its bytes as work on that
   // stream (Stream::Copy; sums by the element-wise executor, in rank order,
@@ -74,11 +86,13 @@ class LocalGroup {
  public:
   using Options = LocalGroupOptions;
 
-  // world_size communicators, rank r at index r. Each is driven by its own
+  // world_size communicators, rank r at index r (hierarchical ones, see
+  // LocalGroupOptions::hierarchical, need `devices` with a device per rank). Each is driven by its own
   // thread; they share the rendezvous, which lives until the last one (or
   // the last work queued by one) is gone. Destroying one fails the group
   // (its peers could only time out). InvalidArgument for world_size < 1, a
-  // timeout <= 0 or a bad link (SimulatedLink::Validate).
+  // timeout <= 0, a bad link (SimulatedLink::Validate), nodes of unequal
+  // size, or hierarchical nodes without a device per rank.
   static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> Create(int world_size,
                                                                            Options options = {});
 };
