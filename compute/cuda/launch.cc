@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compute/cuda/elementwise_kernels.h"
+#include "compute/cuda/quantize_kernels.h"
 
 namespace zero::cuda {
 
@@ -50,6 +51,16 @@ absl::Status RunElementwise(const ElementwiseOp& op, int device, void* stream) {
   if (absl::Status s = RequireDevice(); !s.ok()) return s;
   return FromCuda(internal::LaunchElementwise(op, device, stream),
                   absl::StrCat(Name(op.kind), " launch"));
+}
+
+absl::Status RunQuantize(const QuantizeOp& op, int device, void* stream) {
+  if (absl::Status s = RequireDevice(); !s.ok()) return s;
+  return FromCuda(internal::LaunchQuantize(op, device, stream), "Quantize launch");
+}
+
+absl::Status RunDequantizeSum(const DequantizeOp& op, int device, void* stream) {
+  if (absl::Status s = RequireDevice(); !s.ok()) return s;
+  return FromCuda(internal::LaunchDequantizeSum(op, device, stream), "DequantizeSum launch");
 }
 
 }  // namespace zero::cuda

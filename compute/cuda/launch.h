@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "base/dtype.h"
 #include "compute/elementwise_op.h"
+#include "compute/quantize_op.h"
 
 namespace zero::cuda {
 
@@ -35,5 +36,9 @@ absl::Status FlagInfOrNan(const void* data, DType dtype, size_t count, int32_t* 
 // caller's current card.
 // Orders and kernels: cuda/elementwise_kernels.h.
 absl::Status RunElementwise(const ElementwiseOp& op, int device, void* stream);
+
+// Quantization (validated ops; kernels: cuda/quantize_kernels.h).
+absl::Status RunQuantize(const QuantizeOp& op, int device, void* stream);
+absl::Status RunDequantizeSum(const DequantizeOp& op, int device, void* stream);
 
 }  // namespace zero::cuda

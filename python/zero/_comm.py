@@ -90,7 +90,8 @@ class ProcessGroupCollectives:
             _lib.REDUCE(self._guard(self._all_reduce)),
             _lib.BROADCAST(self._guard(self._broadcast)),
             _lib.BARRIER(self._guard(self._barrier)),
-            _lib.ABORT(self._abort), None)
+            _lib.ABORT(self._abort), None,
+            _lib.ALL_GATHER(self._guard(self._all_to_all)))
 
     def _guard(self, fn):
         def call(*args):
@@ -128,6 +129,12 @@ class ProcessGroupCollectives:
         if send == (recv or 0) + self.rank * count * out.element_size():
             inp = inp.clone()  # in place (NCCL's rule): the input is part of the output
         dist.all_gather_into_tensor(out, inp, group=self.group)
+
+    def _all_to_all(self, send, recv, count, dtype):
+        dtype = _lib.TORCH_DTYPE[dtype]
+        inp = self._tensor(send, count * self.world, dtype)
+        out = self._tensor(recv, count * self.world, dtype)
+        dist.all_to_all_single(out, inp, group=self.group)
 
     def _reduce_scatter(self, send, recv, count, dtype, op):
         dtype = _lib.TORCH_DTYPE[dtype]

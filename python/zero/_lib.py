@@ -20,7 +20,7 @@ import torch
 
 # zero_engine.h's ZERO_ABI_VERSION_MAJOR, _MINOR that these tables follow: a
 # library of another major, or an older minor, is refused when loaded.
-ABI_VERSION = (1, 2)
+ABI_VERSION = (1, 3)
 
 F16, F32, BF16 = 6, 7, 9  # NCCL's dtype codes, as the C ABI uses them
 SUM, MAX, AVG = 0, 2, 4
@@ -59,7 +59,8 @@ ABORT = ctypes.CFUNCTYPE(None, _s, _p)
 class Collectives(_Sized):
     _fields_ = [("size", _sz), ("all_gather", ALL_GATHER), ("reduce_scatter", REDUCE),
                 ("all_reduce", REDUCE), ("broadcast", BROADCAST),
-                ("barrier", BARRIER), ("abort", ABORT), ("user", _p)]
+                ("barrier", BARRIER), ("abort", ABORT), ("user", _p),
+                ("all_to_all", ALL_GATHER)]  # the same signature
 
 
 def _out(t):

@@ -48,7 +48,7 @@ _ALTERATIONS = [
      "struct zero_collectives.barrier: the header has 3 arguments"),
     ("ZERO_BF16 = 9", "ZERO_BF16 = 10", "ZERO_BF16 is 10 in the header, _lib.BF16 9"),
     ("#define ZERO_ABI_VERSION_MAJOR 1", "#define ZERO_ABI_VERSION_MAJOR 2",
-     "the header is ABI 2.2, _lib.ABI_VERSION (1, 2)"),
+     "the header is ABI 2.3, _lib.ABI_VERSION (1, 3)"),
     ("int zero_engine_step(zero_engine_t engine);", "int zero_engine_step[2];",
      "the header cannot be read"),
 ]
@@ -76,11 +76,11 @@ def test_a_library_of_another_abi_is_refused(monkeypatch):
 
 
 def test_an_older_minor_is_refused_and_a_newer_one_taken(monkeypatch):
-    monkeypatch.setattr(_lib, "ABI_VERSION", (1, 3))
-    with pytest.raises(_lib.ZeroError, match=r"C ABI 1\.2, but this zero package needs C ABI 1\.3"):
-        _lib.check_abi_version((1, 2), "lib.so")
+    monkeypatch.setattr(_lib, "ABI_VERSION", (1, 4))
+    with pytest.raises(_lib.ZeroError, match=r"C ABI 1\.3, but this zero package needs C ABI 1\.4"):
+        _lib.check_abi_version((1, 3), "lib.so")
+    _lib.check_abi_version((1, 5), "lib.so")
     _lib.check_abi_version((1, 4), "lib.so")
-    _lib.check_abi_version((1, 3), "lib.so")
 
 
 def test_the_built_library_is_this_packages_abi():

@@ -1,5 +1,6 @@
 #include "zero/capi/collectives.h"
 
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -57,6 +58,11 @@ CallbackCollectives FromC(const zero_collectives& c) {
   if (c.barrier != nullptr) {
     fns.barrier = [c](void* stream) { return Run([&] { return c.barrier(c.user, stream); }); };
   }
+  if (c.size > offsetof(zero_collectives, all_to_all) && c.all_to_all != nullptr) {
+    fns.all_to_all = [c](const void* send, void* recv, size_t n, DType dtype, void* stream) {
+      return Run([&] { return c.all_to_all(send, recv, n, NcclCode(dtype), c.user, stream); });
+    };
+  }
   if (c.abort != nullptr) {
     fns.abort = [c](std::string_view reason) { c.abort(std::string(reason).c_str(), c.user); };
   }
@@ -67,7 +73,10 @@ CallbackCollectives FromC(const zero_collectives& c) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeCallbackCommunicator(
     int rank, int world_size, const zero_collectives& fns) {
-  RETURN_IF_ERROR(CheckStructSize("zero_collectives", fns.size, sizeof(zero_collectives)));
+  // ABI 1.2's struct ended before all_to_all.
+  if (fns.size != offsetof(zero_collectives, all_to_all)) {
+    RETURN_IF_ERROR(CheckStructSize("zero_collectives", fns.size, sizeof(zero_collectives)));
+  }
   return CallbackCommunicator::Create(rank, world_size, FromC(fns));
 }
 

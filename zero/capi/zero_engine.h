@@ -33,7 +33,7 @@ extern "C" {
  * (a caller must not use a library of another major); the minor when
  * something is added (a caller needs a library of at least its minor). */
 #define ZERO_ABI_VERSION_MAJOR 1
-#define ZERO_ABI_VERSION_MINOR 2
+#define ZERO_ABI_VERSION_MINOR 3
 
 /* absl::StatusCode's numbers. */
 enum zero_status {
@@ -122,6 +122,11 @@ typedef struct zero_collectives {
   int (*barrier)(void* user, void* stream);
   void (*abort)(const char* reason, void* user);
   void* user;
+  /* ABI 1.3, may be NULL (and absent: size may end before it): send holds
+   * world_size chunks of count, chunk r for rank r; recv gets rank r's
+   * chunk for this rank at r * count. Quantized gradients need it. */
+  int (*all_to_all)(const void* send, void* recv, size_t count, int dtype, void* user,
+                    void* stream);
 } zero_collectives;
 
 /* Rank `rank` of `world_size` over `collectives` (copied; its `size` checked). */

@@ -53,6 +53,12 @@ absl::Status CallbackCommunicator::Call(const CollectiveCall& call, const void* 
       return fns_.broadcast(send, recv, call.count, call.dtype, call.root, stream);
     case CollectiveKind::kBarrier:
       return fns_.barrier(stream);
+    case CollectiveKind::kAllToAll:
+      if (!fns_.all_to_all) {
+        return absl::UnimplementedError(
+            "this group's callbacks have no all_to_all (quantized gradients need one)");
+      }
+      return fns_.all_to_all(send, recv, call.count, call.dtype, stream);
   }
   return absl::InternalError(absl::StrFormat("unknown collective %s", call.ToString()));
 }

@@ -53,6 +53,10 @@ struct CallbackCollectives {
                                   int root, void* stream)>
       broadcast;
   absl::AnyInvocable<absl::Status(void* stream)> barrier;
+  // Optional: without it AllToAll is Unimplemented.
+  absl::AnyInvocable<absl::Status(const void* send, void* recv, size_t count, DType dtype,
+                                  void* stream)>
+      all_to_all;
   // Optional: called once, on the thread that found the failure, when this
   // rank fails, so the caller can bring its peers down instead of letting
   // them wait.

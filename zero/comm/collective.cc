@@ -16,6 +16,7 @@ std::string_view Name(CollectiveKind kind) {
     case CollectiveKind::kAllReduce: return "AllReduce";
     case CollectiveKind::kBroadcast: return "Broadcast";
     case CollectiveKind::kBarrier: return "Barrier";
+    case CollectiveKind::kAllToAll: return "AllToAll";
   }
   return "UnknownCollective";
 }
@@ -47,6 +48,10 @@ CollectiveCall CollectiveCall::Broadcast(size_t count, DType dtype, int root) {
 
 CollectiveCall CollectiveCall::Barrier() { return {.kind = CollectiveKind::kBarrier}; }
 
+CollectiveCall CollectiveCall::AllToAll(size_t count, DType dtype) {
+  return {.kind = CollectiveKind::kAllToAll, .dtype = dtype, .count = count};
+}
+
 namespace {
 
 bool IsReduction(CollectiveKind kind) {
@@ -64,13 +69,15 @@ std::string CollectiveCall::ToString() const {
 }
 
 size_t SendElements(const CollectiveCall& call, int world_size) {
-  return call.kind == CollectiveKind::kReduceScatter ? call.count * world_size
+  return call.kind == CollectiveKind::kReduceScatter || call.kind == CollectiveKind::kAllToAll
+             ? call.count * world_size
          : call.kind == CollectiveKind::kBarrier     ? 0
                                                      : call.count;
 }
 
 size_t RecvElements(const CollectiveCall& call, int world_size) {
-  return call.kind == CollectiveKind::kAllGather ? call.count * world_size
+  return call.kind == CollectiveKind::kAllGather || call.kind == CollectiveKind::kAllToAll
+             ? call.count * world_size
          : call.kind == CollectiveKind::kBarrier ? 0
                                                  : call.count;
 }
@@ -92,7 +99,8 @@ std::optional<ptrdiff_t> InPlaceOffset(const CollectiveCall& call, int rank) {
     case CollectiveKind::kReduceScatter: return -rank * chunk;
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast: return 0;
-    case CollectiveKind::kBarrier: return std::nullopt;
+    case CollectiveKind::kBarrier:
+    case CollectiveKind::kAllToAll: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -111,7 +119,7 @@ absl::Status CheckBuffers(const CollectiveCall& call, const void* send, const vo
   if (static_cast<ptrdiff_t>(s - r) == InPlaceOffset(call, rank)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       "send and recv overlap but are not in place (all-gather: send == recv + rank*count; "
-      "reduce-scatter: recv == send + rank*count; others: send == recv)");
+      "reduce-scatter: recv == send + rank*count; all-to-all: none; others: send == recv)");
 }
 
 absl::Status CheckFields(const CollectiveCall& call, int world_size) {

@@ -18,9 +18,10 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter,
   kAllReduce,
   kBroadcast,
-  kBarrier
+  kBarrier,
+  kAllToAll
 };
-inline constexpr int kNumCollectiveKinds = 5;
+inline constexpr int kNumCollectiveKinds = 6;
 
 std::string_view Name(CollectiveKind kind);  // "AllGather", ...
 
@@ -34,7 +35,8 @@ std::string_view Name(ReduceOp op);  // "sum", "avg", "max"
 // Fields that do not apply to a kind keep their defaults (op only for
 // reductions, root only for broadcast, nothing for barrier), so == compares
 // exactly what ranks must agree on. `count` is per rank: the elements each
-// rank contributes to an all-gather, receives from a reduce-scatter.
+// rank contributes to an all-gather, receives from a reduce-scatter, sends
+// to each rank in an all-to-all.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::kBarrier;
   DType dtype = DType::kF32;
@@ -47,6 +49,7 @@ struct CollectiveCall {
   static CollectiveCall AllReduce(size_t count, DType dtype, ReduceOp op);
   static CollectiveCall Broadcast(size_t count, DType dtype, int root);
   static CollectiveCall Barrier();
+  static CollectiveCall AllToAll(size_t count, DType dtype);
 
   bool operator==(const CollectiveCall&) const = default;
   // "AllGather(f32 x 1024)", "AllReduce(bf16 x 8, sum)", "Broadcast(f16 x 4, root 2)".
@@ -70,7 +73,8 @@ Chunk ChunkOf(size_t count, int parts, int index);
 // count > 0 (a non-root's broadcast send may be null, as in NCCL), sizes
 // that overflow, or send and recv overlapping other than in place. In place
 // is NCCL's rule: all-gather send == recv + rank*count, reduce-scatter
-// recv == send + rank*count, all-reduce and broadcast send == recv.
+// recv == send + rank*count, all-reduce and broadcast send == recv; an
+// all-to-all has no in-place form.
 // count == 0 is a valid no-op call (it still takes part in the sequence).
 absl::Status ValidateCall(const CollectiveCall& call, const void* send, const void* recv, int rank,
                           int world_size);

@@ -1,5 +1,7 @@
 #include "zero/comm/comm_stats.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace zero {
@@ -31,7 +33,8 @@ Elements RingElements(const CollectiveCall& call, int rank, int world_size) {
   const uint64_t peers = static_cast<uint64_t>(world_size - 1);
   switch (call.kind) {
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: return {peers * call.count, peers * call.count};
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll: return {peers * call.count, peers * call.count};
     case CollectiveKind::kAllReduce: {
       const uint64_t moved = 2 * (call.count - ChunkOf(call.count, world_size, rank).size);
       return {moved, moved};
@@ -65,6 +68,15 @@ void CommStats::Add(const CollectiveCall& call, int rank, const Topology& topolo
   const int n = topology.world_size();
   const OpStats traffic = RingTraffic(call, rank, n);
   by_kind[static_cast<int>(call.kind)] += traffic;
+  if (call.kind == CollectiveKind::kAllToAll) {  // direct: a chunk to each peer
+    const uint64_t chunk = traffic.bytes_sent / std::max(n - 1, 1);
+    const uint64_t outside = n - topology.ranks_per_node();
+    across.sent += outside * chunk;
+    across.received += outside * chunk;
+    inside.sent += traffic.bytes_sent - outside * chunk;
+    inside.received += traffic.bytes_received - outside * chunk;
+    return;
+  }
   LevelBytes& to_successor = topology.same_node(rank, (rank + 1) % n) ? inside : across;
   LevelBytes& from_predecessor = topology.same_node(rank, (rank + n - 1) % n) ? inside : across;
   to_successor.sent += traffic.bytes_sent;

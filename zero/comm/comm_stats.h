@@ -7,7 +7,9 @@
 //     into N balanced chunks, so 2 * (count - own chunk), i.e. 2(N-1)/N * count
 //     (summed over ranks exactly 2(N-1) * count);
 //   broadcast: the root sends count, every other rank receives count;
-//   barrier: no elements.
+//   barrier: no elements;
+//   all-to-all: (N-1) * count each way, sent directly to each peer (not a
+//     ring: its levels count the chunks for other nodes as across).
 // With one rank nothing moves. This is what the ZeRO paper counts: 2Ψ per
 // step for stages 0-2 (all-reduce, or reduce-scatter + all-gather), 3Ψ for
 // stage 3 (one more all-gather of the parameters).

@@ -22,6 +22,11 @@ absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count,
   return Run(CollectiveCall::Broadcast(count, dtype, root), send, recv, stream);
 }
 
+absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, DType dtype,
+                                    Stream* stream) {
+  return Run(CollectiveCall::AllToAll(count, dtype), send, recv, stream);
+}
+
 absl::Status Communicator::Barrier(Stream* stream) {
   return Run(CollectiveCall::Barrier(), nullptr, nullptr, stream);
 }

@@ -58,6 +58,9 @@ class Communicator {
   // Every rank's recv gets root's send; send is read on the root only.
   absl::Status Broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
                          Stream* stream);
+  // send holds world_size * count elements, chunk r for rank r; recv gets
+  // rank r's chunk number rank() at recv + r * count. Not in place.
+  absl::Status AllToAll(const void* send, void* recv, size_t count, DType dtype, Stream* stream);
   // Work enqueued on `stream` after the barrier starts after every rank's
   // work enqueued before it.
   absl::Status Barrier(Stream* stream);

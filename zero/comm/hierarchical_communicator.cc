@@ -155,6 +155,8 @@ class HierarchicalCommunicator final : public Communicator {
         return AllReduceSteps(send, recv, call.count, call.dtype, call.op, stream);
       case CollectiveKind::kBroadcast:
         return BroadcastSteps(send, recv, call.count, call.dtype, call.root, stream);
+      case CollectiveKind::kAllToAll:
+        return AllToAllSteps(send, recv, call.count, call.dtype, stream);
       case CollectiveKind::kBarrier:
         RETURN_IF_ERROR(intra_->Barrier(stream));
         RETURN_IF_ERROR(inter_->Barrier(stream));
@@ -208,6 +210,22 @@ class HierarchicalCommunicator final : public Communicator {
     void* tail_recv = tail > 0 ? At(recv, body, dtype) : nullptr;
     RETURN_IF_ERROR(intra_->AllReduce(tail_send, tail_recv, tail, dtype, op, stream));
     return inter_->AllReduce(tail_recv, tail_recv, tail, dtype, op, stream);
+  }
+
+  // Node block m of the send (the chunks for node m's ranks) goes inside the
+  // node to the local rank that has the same place on node m; then each
+  // rank sends node m what it collected for it. The layouts line up: no
+  // copies. The bytes across are a flat all-to-all's, in fewer messages.
+  absl::Status AllToAllSteps(const void* send, void* recv, size_t count, DType dtype,
+                             Stream* stream) {
+    Scratch scratch(scratch_, stream);
+    const size_t block = per_node() * count;
+    ASSIGN_OR_RETURN(void* staged, scratch.Get(nodes() * block * SizeOf(dtype)));
+    for (int m = 0; m < nodes(); ++m) {
+      RETURN_IF_ERROR(intra_->AllToAll(At(send, m * block, dtype), At(staged, m * block, dtype),
+                                       count, dtype, stream));
+    }
+    return inter_->AllToAll(staged, recv, block, dtype, stream);
   }
 
   absl::Status BroadcastSteps(const void* send, void* recv, size_t count, DType dtype, int root,

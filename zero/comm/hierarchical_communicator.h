@@ -8,7 +8,8 @@
 //   all-reduce:     the reduce-scatter then the all-gather over N equal
 //                   chunks; the last count % N elements intra then inter;
 //   broadcast:      inter among the root's local rank, then intra;
-//   barrier:        intra, inter, intra.
+//   barrier:        intra, inter, intra;
+//   all-to-all:     intra per node block, then inter (a flat one's bytes).
 // With G ranks per node and M nodes a rank sends (M - 1) * count elements
 // across for an all-gather or a reduce-scatter; a flat ring sends
 // (N - 1) * count across on each node's last rank.

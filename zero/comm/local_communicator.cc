@@ -111,6 +111,12 @@ absl::Status MoveBytes(const Part& part, absl::Span<const Arrival> peers, Mover&
       RETURN_IF_ERROR(copy(me.recv, peers[call.root].send, bytes));
       break;
     case CollectiveKind::kBarrier: break;
+    case CollectiveKind::kAllToAll:
+      for (int p = 0; p < part.world_size; ++p) {
+        RETURN_IF_ERROR(copy(At(me.recv, p * call.count, call.dtype),
+                             At(peers[p].send, part.rank * call.count, call.dtype), bytes));
+      }
+      break;
   }
   return absl::OkStatus();
 }

@@ -25,7 +25,8 @@
 //
 // Each rank computes part of the result from its peers' buffers directly (one
 // address space): all-gather and broadcast copy into the rank's own recv;
-// reduce-scatter reduces the rank's chunk; all-reduce has rank r reduce the
+// reduce-scatter reduces the rank's chunk; all-to-all copies its chunk of
+// each peer's send; all-reduce has rank r reduce the
 // r-th of N balanced chunks and copy it into every rank's recv. Reductions
 // add in rank order (rank 0 + rank 1 + ...) in fp32 and round once, so
 // results are deterministic and equal a sequential sum. See

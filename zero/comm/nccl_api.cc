@@ -44,6 +44,8 @@ absl::StatusOr<NcclApi> Load() {
                   Resolve(library, "ncclReduceScatter", &api.ReduceScatter) &&
                   Resolve(library, "ncclAllReduce", &api.AllReduce) &&
                   Resolve(library, "ncclBroadcast", &api.Broadcast) &&
+                  Resolve(library, "ncclSend", &api.Send) &&
+                  Resolve(library, "ncclRecv", &api.Recv) &&
                   Resolve(library, "ncclGroupStart", &api.GroupStart) &&
                   Resolve(library, "ncclGroupEnd", &api.GroupEnd) &&
                   Resolve(library, "ncclGetErrorString", &api.GetErrorString);

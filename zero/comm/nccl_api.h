@@ -28,6 +28,8 @@ struct NcclApi {
   decltype(&::ncclReduceScatter) ReduceScatter = nullptr;
   decltype(&::ncclAllReduce) AllReduce = nullptr;
   decltype(&::ncclBroadcast) Broadcast = nullptr;
+  decltype(&::ncclSend) Send = nullptr;
+  decltype(&::ncclRecv) Recv = nullptr;
   decltype(&::ncclGroupStart) GroupStart = nullptr;
   decltype(&::ncclGroupEnd) GroupEnd = nullptr;
   decltype(&::ncclGetErrorString) GetErrorString = nullptr;

@@ -189,6 +189,20 @@ absl::Status NcclCommunicator::Issue(const CollectiveCall& call, const void* sen
     case CollectiveKind::kBroadcast:
       result = api_->Broadcast(send, recv, call.count, type, call.root, comm_, s);
       break;
+    case CollectiveKind::kAllToAll: {  // NCCL has none: a send and a receive per peer
+      const size_t bytes = call.count * SizeOf(call.dtype);
+      result = api_->GroupStart();
+      for (int p = 0; p < world_size_ && result == ncclSuccess; ++p) {
+        result = api_->Send(static_cast<const char*>(send) + p * bytes, call.count, type, p,
+                            comm_, s);
+        if (result == ncclSuccess) {
+          result = api_->Recv(static_cast<char*>(recv) + p * bytes, call.count, type, p, comm_, s);
+        }
+      }
+      const ncclResult_t ended = api_->GroupEnd();
+      if (result == ncclSuccess) result = ended;
+      break;
+    }
     case CollectiveKind::kBarrier: {  // NCCL has none: a one-element all-reduce
                                       // orders the streams
       float* scratch = device_->scratch();

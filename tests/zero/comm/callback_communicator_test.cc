@@ -39,6 +39,25 @@ CallbackCollectives Logging(std::vector<std::string>* log) {
   return fns;
 }
 
+// all_to_all is optional: without it the call is Unimplemented (and the
+// group fails: the peers would wait for it), with it the call reaches it.
+TEST(CallbackCommunicator, AllToAllIsOptional) {
+  std::vector<std::string> log;
+  std::vector<float> send(8), recv(8);
+  auto without = *CallbackCommunicator::Create(0, 2, Logging(&log));
+  const absl::Status missing = without->AllToAll(send.data(), recv.data(), 4, DType::kF32, nullptr);
+  EXPECT_TRUE(absl::IsUnimplemented(missing)) << missing;
+  EXPECT_NE(missing.message().find("all_to_all"), std::string::npos) << missing;
+  CallbackCollectives fns = Logging(&log);
+  fns.all_to_all = [&log](const void*, void*, size_t n, DType dtype, void*) {
+    log.push_back(absl::StrFormat("all_to_all %d %s", n, Name(dtype)));
+    return absl::OkStatus();
+  };
+  auto with = *CallbackCommunicator::Create(0, 2, std::move(fns));
+  ASSERT_TRUE(with->AllToAll(send.data(), recv.data(), 4, DType::kBF16, nullptr).ok());
+  EXPECT_EQ(log, std::vector<std::string>{"all_to_all 4 bf16"});
+}
+
 TEST(CallbackCommunicator, RefusesABadRankOrAMissingCollective) {
   std::vector<std::string> log;
   EXPECT_TRUE(absl::IsInvalidArgument(CallbackCommunicator::Create(2, 2, Logging(&log)).status()));

@@ -90,6 +90,11 @@ TEST(ValidateCallTest, RejectsBadArgumentsNamingCallAndRank) {
       "overlap");
   expect_invalid(ValidateCall(CollectiveCall::AllGather(size_t{1} << 62, DType::kF32), b, b, 0, 4),
                  "overflows");
+  // An all-to-all has no in-place form; apart, its buffers hold N chunks.
+  expect_invalid(ValidateCall(CollectiveCall::AllToAll(8, DType::kF32), b, b, 0, 4), "overlap");
+  expect_invalid(ValidateCall(CollectiveCall::AllToAll(8, DType::kF32), b, b + 31, 0, 4),
+                 "overlap");
+  EXPECT_TRUE(ValidateCall(CollectiveCall::AllToAll(8, DType::kF32), b, b + 32, 0, 4).ok());
 }
 
 TEST(RingTrafficTest, MatchesTheRingModel) {

@@ -165,6 +165,34 @@ TEST_P(HierarchicalShapes, GatherAndBroadcastCopyExactly) {
   }
 }
 
+// Chunk p of rank r's send lands on rank p at r * count, flat or in two
+// steps; across a node a flat all-to-all and the two steps send the same bytes.
+TEST_P(HierarchicalShapes, AllToAllDeliversEachChunk) {
+  const auto [shape, dtype] = GetParam();
+  const int n = shape.world();
+  const size_t count = 13, bytes = count * SizeOf(dtype);
+  for (bool hierarchical : {true, false}) {
+    auto devices = HostDevices(n);
+    Group group = MakeGroup(shape, devices.get(), hierarchical);
+    std::vector<Bytes> in(n), out(n, Bytes(n * bytes));
+    for (int r = 0; r < n; ++r) in[r] = Noise(dtype, r, n * count);
+    for (const absl::Status& s : RunRanks(group, [&](int r, Communicator& comm) {
+           return comm.AllToAll(in[r].data(), out[r].data(), count, dtype, nullptr);
+         })) {
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    for (int r = 0; r < n; ++r) {
+      for (int p = 0; p < n; ++p) {
+        ASSERT_EQ(std::memcmp(out[r].data() + p * bytes, in[p].data() + r * bytes, bytes), 0)
+            << "hierarchical " << hierarchical << " rank " << r << " from " << p;
+      }
+      const CommStats stats = group[r]->stats();
+      EXPECT_EQ(stats.across.sent, (n - shape.per_node) * bytes) << "rank " << r;
+      EXPECT_EQ(stats.across.received, (n - shape.per_node) * bytes) << "rank " << r;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     NodesByRanks, HierarchicalShapes,
     ::testing::Combine(::testing::Values(Shape{2, 2}, Shape{4, 2}, Shape{2, 3}),
