@@ -55,6 +55,11 @@ absl::Status ValidateDequantize(const DequantizeOp& op) {
     return absl::InvalidArgumentError(
         absl::StrFormat("dequantize: %d parts (at least 1)", op.parts));
   }
+  if (op.part_stride != 0 && op.part_stride < QuantizedBytes(op.count, op.format)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "dequantize: parts %d bytes apart overlap (each is %d bytes)", op.part_stride,
+        QuantizedBytes(op.count, op.format)));
+  }
   return CheckCommon("dequantize", op.dtype, op.count, op.src, op.dst);
 }
 

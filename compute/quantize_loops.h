@@ -69,7 +69,8 @@ ZERO_HD inline void QuantizePairs(const QuantizeOp& op, float scale, size_t begi
 
 // Element i of the sum of the parts, in order, in fp32.
 ZERO_HD inline float SumAt(const DequantizeOp& op, size_t i) {
-  const size_t chunk = QuantizedBytes(op.count, op.format);
+  const size_t chunk =
+      op.part_stride != 0 ? op.part_stride : QuantizedBytes(op.count, op.format);
   const size_t block = i / op.format.block;
   float acc = 0;
   for (int p = 0; p < op.parts; ++p) {

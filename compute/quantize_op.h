@@ -27,7 +27,8 @@ struct QuantizeOp {
 };
 
 // dst (count elements of dtype) = the sum, in order, of the `parts`
-// quantized chunks of count elements that lie back to back at src, each
+// quantized chunks of count elements at src, part p at p * part_stride
+// bytes (0: back to back, QuantizedBytes(count)), each
 // read back in fp32, added in fp32 and rounded once (parts == 1: read
 // back).
 struct DequantizeOp {
@@ -37,6 +38,7 @@ struct DequantizeOp {
   const void* src;
   void* dst;
   QuantFormat format;
+  size_t part_stride = 0;
 };
 
 }  // namespace zero

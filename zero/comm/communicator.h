@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "base/dtype.h"
@@ -64,6 +65,16 @@ class Communicator {
   // Work enqueued on `stream` after the barrier starts after every rank's
   // work enqueued before it.
   absl::Status Barrier(Stream* stream);
+
+  // The two groups of a communicator composed of a node's group and a group
+  // across the nodes (hierarchical_communicator.h), for collectives that
+  // work between the steps (quantized reductions); none for others. Calls
+  // on them count in this one's levels, not in its kinds.
+  struct Levels {
+    Communicator* intra;
+    Communicator* inter;
+  };
+  virtual std::optional<Levels> levels() { return std::nullopt; }
 
   // Fails the whole group with `reason` (Cancelled if OK): calls waiting on
   // any rank return it, later calls fail fast. For a rank that hits an error

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
-#include "memory/tag.h"
+#include "zero/comm/internal/stream_scratch.h"
 
 namespace zero {
 
@@ -62,27 +62,6 @@ char* At(void* base, size_t elements, DType dtype) {
   return static_cast<char*>(base) + elements * SizeOf(dtype);
 }
 
-// M * count elements of scratch, freed on the call's stream when done.
-class Scratch {
- public:
-  Scratch(MemoryResource* resource, Stream* stream) : resource_(resource), stream_(stream) {}
-  ~Scratch() {
-    if (ptr_ != nullptr) resource_->Deallocate(ptr_, bytes_, stream_).IgnoreError();
-  }
-  absl::StatusOr<void*> Get(size_t bytes) {
-    if (bytes == 0) return nullptr;
-    ASSIGN_OR_RETURN(ptr_, resource_->Allocate(bytes, Tag::kCommunication, stream_));
-    bytes_ = bytes;
-    return ptr_;
-  }
-
- private:
-  MemoryResource* resource_;
-  Stream* stream_;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
 class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(const Topology& topology, int rank,
@@ -103,6 +82,7 @@ class HierarchicalCommunicator final : public Communicator {
   int world_size() const override { return topology_.world_size(); }
   Topology topology() const override { return topology_; }
   void Abort(const absl::Status& reason) override { latch_->Fail(reason); }
+  std::optional<Levels> levels() override { return Levels{intra_.get(), inter_.get()}; }
   absl::Status AsyncError() const override { return latch_->status(); }
 
   // The logical calls by kind (the flat model), the levels and the bytes
@@ -170,7 +150,7 @@ class HierarchicalCommunicator final : public Communicator {
   // inside the node into recv's block m.
   absl::Status AllGatherSteps(const void* send, void* recv, size_t count, DType dtype,
                               Stream* stream) {
-    Scratch scratch(scratch_, stream);
+    StreamScratch scratch(scratch_, stream);
     ASSIGN_OR_RETURN(void* column, scratch.Get(nodes() * count * SizeOf(dtype)));
     RETURN_IF_ERROR(inter_->AllGather(send, column, count, dtype, stream));
     for (int m = 0; m < nodes(); ++m) {
@@ -185,7 +165,7 @@ class HierarchicalCommunicator final : public Communicator {
   // order), then the node sums of this rank's column reduced across nodes.
   absl::Status ReduceScatterSteps(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op, Stream* stream) {
-    Scratch scratch(scratch_, stream);
+    StreamScratch scratch(scratch_, stream);
     ASSIGN_OR_RETURN(void* column, scratch.Get(nodes() * count * SizeOf(dtype)));
     for (int m = 0; m < nodes(); ++m) {
       RETURN_IF_ERROR(intra_->ReduceScatter(At(send, m * per_node() * count, dtype),
@@ -218,7 +198,7 @@ class HierarchicalCommunicator final : public Communicator {
   // copies. The bytes across are a flat all-to-all's, in fewer messages.
   absl::Status AllToAllSteps(const void* send, void* recv, size_t count, DType dtype,
                              Stream* stream) {
-    Scratch scratch(scratch_, stream);
+    StreamScratch scratch(scratch_, stream);
     const size_t block = per_node() * count;
     ASSIGN_OR_RETURN(void* staged, scratch.Get(nodes() * block * SizeOf(dtype)));
     for (int m = 0; m < nodes(); ++m) {
