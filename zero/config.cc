@@ -1,5 +1,7 @@
 #include "zero/config.h"
 
+#include <utility>
+
 #include "absl/strings/str_format.h"
 
 namespace zero {
@@ -38,6 +40,30 @@ absl::Status ValidateConfig(const EngineConfig& config) {
   }
   if (config.max_reuse_distance < 0) {
     return absl::InvalidArgumentError("max_reuse_distance < 0");
+  }
+  for (const auto& [name, bits] : {std::pair{"quantized_weights_bits", config.quantized_weights_bits},
+                                   std::pair{"quantized_gradients_bits",
+                                             config.quantized_gradients_bits}}) {
+    if (bits != 0 && bits != 4 && bits != 8) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s is %d: 0 (off), 4 or 8", name, bits));
+    }
+  }
+  if (config.quantized_weights_bits != 0 && config.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "quantized weights need stage 3 (they quantize its parameter gathers); stage is %d",
+        config.stage));
+  }
+  if (config.quantized_gradients_bits != 0 && config.stage == 0) {
+    return absl::InvalidArgumentError(
+        "quantized gradients need stage 1, 2 or 3 (they quantize the reduce-scatter)");
+  }
+  if (config.quantization_block == 0 || config.quantization_block % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "quantization_block is %d: a positive even number", config.quantization_block));
+  }
+  if (config.error_feedback && config.quantized_gradients_bits == 0) {
+    return absl::InvalidArgumentError("error_feedback needs quantized gradients");
   }
   return absl::OkStatus();
 }

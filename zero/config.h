@@ -84,6 +84,23 @@ struct EngineConfig {
   // units of at most this many elements stay gathered for good (DeepSpeed's
   // stage3_param_persistence_threshold, numel <= threshold; 0: none).
   size_t persistence_threshold = 100'000;
+
+  // Communication that sends fewer bytes (DeepSpeed ZeRO++;
+  // zero/comm/quantized_collectives.h). Bits per element of stage 3's
+  // parameter gathers (zero_quantized_weights: 8; 4 too), 0: off. Units
+  // kept gathered for good (persistence_threshold) travel unquantized.
+  int quantized_weights_bits = 0;
+  // Bits per element of the gradients' reduce-scatter at stages 1-3
+  // (zero_quantized_gradients: 4; 8 too), 0: off.
+  int quantized_gradients_bits = 0;
+  // Elements per quantization scale.
+  size_t quantization_block = 512;
+  // Stochastic rounding (seeded by the reduction's number: reruns repeat)
+  // instead of to nearest, ties to even.
+  bool stochastic_rounding = false;
+  // Each rank keeps what its quantized gradients lost and adds it back at
+  // the next step: an fp32 copy of the unsharded gradients per rank.
+  bool error_feedback = false;
 };
 
 absl::Status ValidateConfig(const EngineConfig& config);

@@ -197,6 +197,11 @@ absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
        Uint("max_live_elements", &c.max_live_elements),
        Uint("max_reuse_distance", &c.max_reuse_distance),
        Uint("persistence_threshold", &c.persistence_threshold),
+       Uint("quantized_weights_bits", &c.quantized_weights_bits),
+       Uint("quantized_gradients_bits", &c.quantized_gradients_bits),
+       Uint("quantization_block", &c.quantization_block),
+       Bool("stochastic_rounding", &c.stochastic_rounding),
+       Bool("error_feedback", &c.error_feedback),
        {"optimizer", [&](const Value& v, const std::string& where) {
           has_optimizer = true;
           return ReadOptimizer(setup.optimizer, v, where);

@@ -119,7 +119,12 @@ absl::Status Engine::Init(MemoryResource* host_memory) {
                                uint64_t(ls.hysteresis),
                                bits(ls.min_scale),
                                uint64_t(ls.consecutive_hysteresis),
-                               uint64_t(ls.raise_error_at_min_scale)};
+                               uint64_t(ls.raise_error_at_min_scale),
+                               uint64_t(c.quantized_weights_bits),
+                               uint64_t(c.quantized_gradients_bits),
+                               c.quantization_block,
+                               uint64_t(c.stochastic_rounding),
+                               uint64_t(c.error_feedback)};
   // From here a rank that fails aborts the group: its peers would wait for
   // it in the agreement or in their first collective.
   RETURN_IF_ERROR(FailIfError(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),

@@ -119,8 +119,10 @@ void RunRank(const Model& model, const TrainingRun& run, Optimizer* optimizer,
   auto fail = [&](absl::Status s) { out.status = s; };
   // Ranks share the devices round-robin when there are fewer (one card).
   const int device = rank % devices->device_count();
+  EngineConfig config = run.config;
+  if (run.config_for_rank) run.config_for_rank(rank, config);
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(run.config, SpecsOf(model), optimizer, comm, devices, device);
+      Engine::Create(config, SpecsOf(model), optimizer, comm, devices, device);
   if (!engine.ok()) return fail(engine.status());
   const bool has_bytes = devices->backend().has_bytes();
   if (has_bytes) {

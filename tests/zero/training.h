@@ -41,6 +41,8 @@ struct TrainingRun {
   bool hierarchical = true;
   // Host streams' delay mode; off: $ZERO_HOST_STREAM_DELAY decides.
   HostStreamOptions host_streams;
+  // Changes one rank's config before its engine is made (ranks that disagree).
+  std::function<void(int rank, EngineConfig& config)> config_for_rank;
   // Called on each rank after Create, before training; may change what a
   // rank does to provoke errors. Returning an error ends that rank's run.
   std::function<absl::Status(int rank, Engine& engine)> before_training;

@@ -165,7 +165,9 @@ typedef struct zero_param_spec {
  *   offload_device ("cpu", "nvme": optimizer state in a file under nvme_path),
  *   nvme_path, nvme_chunk_elements,
  *   host_capacity, offload_overlap, overlap_comm, prefetch_elements, max_live_elements,
- *   max_reuse_distance, persistence_threshold (zero/config.h says each),
+ *   max_reuse_distance, persistence_threshold, quantized_weights_bits,
+ *   quantized_gradients_bits (0, 4 or 8), quantization_block,
+ *   stochastic_rounding, error_feedback (zero/config.h says each),
  *   optimizer {type: "adam" | "adamw" | "sgd", groups: [{...}, ...]} with
  *   torch's keys and defaults per group: adam/adamw {lr, betas, eps,
  *   weight_decay, maximize}, sgd {lr, momentum, dampening, weight_decay,

@@ -195,13 +195,13 @@ absl::Status GradientReducer::ReduceUnit(int unit) {
   } else if (first && !ctx_.offload()) {
     // Lands in this rank's piece: of the whole gradients in place (stage 1
     // without accumulation), else of the owned gradients.
-    RETURN_IF_ERROR(comm->ReduceScatter(staging, states_.OwnedGrads(unit), u.shard, DType::kF32,
-                                        ReduceOp::kSum, stream));
+    RETURN_IF_ERROR(ReduceScatter(unit, reinterpret_cast<const float*>(staging),
+                                  reinterpret_cast<float*>(states_.OwnedGrads(unit)), u.shard, 0));
   } else {
     ASSIGN_OR_RETURN(Buffer piece, Buffer::Allocate(ctx_.pool, u.shard * sizeof(float),
                                                     Tag::kCommunication, stream));
-    RETURN_IF_ERROR(comm->ReduceScatter(staging, piece.data(), u.shard, DType::kF32,
-                                        ReduceOp::kSum, stream));
+    RETURN_IF_ERROR(ReduceScatter(unit, reinterpret_cast<const float*>(staging),
+                                  piece.data<float>(), u.shard, 0));
     // Free before the store, which does not read it: the next unit's bucket
     // (on the compute stream) then waits for the reduction only.
     ReleaseStaging(unit);
@@ -248,12 +248,33 @@ absl::Status GradientReducer::ReduceWidened(int unit, const char* staging, bool 
       RETURN_IF_ERROR(ctx_.comm->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, stream));
       RETURN_IF_ERROR(Store(states_.WholeGrads(unit) + at * esize, w, k, first));
     } else {
-      RETURN_IF_ERROR(ctx_.comm->ReduceScatter(w, piece.data(), k, DType::kF32, ReduceOp::kSum,
-                                               stream));
+      RETURN_IF_ERROR(ReduceScatter(unit, w, piece.data<float>(), k, at * n));
       RETURN_IF_ERROR(Store(states_.OwnedGrads(unit) + at * esize, piece.data<float>(), k, first));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceScatter(int unit, const float* send, float* recv,
+                                            size_t count, size_t at) {
+  const int bits = ctx_.config.quantized_gradients_bits;
+  if (bits == 0) {
+    return ctx_.comm->ReduceScatter(send, recv, count, DType::kF32, ReduceOp::kSum,
+                                    ctx_.comm_stream);
+  }
+  float* residual = nullptr;
+  if (ctx_.config.error_feedback) {
+    Buffer& kept = units_[unit].residual;
+    if (!kept) {
+      const size_t bytes = ctx_.unit(unit).padded * sizeof(float);
+      ASSIGN_OR_RETURN(kept, Buffer::Allocate(ctx_.pool, bytes, Tag::kGradients,
+                                              ctx_.comm_stream));
+      if (ctx_.has_bytes) RETURN_IF_ERROR(ctx_.comm_stream->Fill(kept.data(), 0, bytes));
+    }
+    residual = kept.data<float>() + at;
+  }
+  return QuantizedReduceScatter(*ctx_.comm, send, recv, count, DType::kF32,
+                                ctx_.Quantized(bits, quantized_calls_++), residual);
 }
 
 // Enqueued on the communication stream after the reduction that wrote `from`.

@@ -59,6 +59,9 @@ class GradientReducer {
     // Recorded on the communication stream after the unit's last reduction:
     // gradients staged in place in the model states wait for it.
     std::shared_ptr<Event> reduced;
+    // Error feedback: what this rank's quantized gradients of the unit lost
+    // (padded fp32, laid out as the reductions send them).
+    Buffer residual;
   };
   absl::Status CheckHandOver(int id, int64_t step) const;
   // Slot and Written without the checks (Add checks once).
@@ -69,6 +72,9 @@ class GradientReducer {
   absl::Status ReduceReadyUnits();
   absl::Status ReduceUnit(int unit);
   absl::Status ReduceWidened(int unit, const char* staging, bool first);
+  // The reduce-scatter of `count` fp32 per rank from `send`, quantized when
+  // configured; `at` is the send's place in the unit's residual.
+  absl::Status ReduceScatter(int unit, const float* send, float* recv, size_t count, size_t at);
   // into = model dtype(from), or accumulated into it when !first.
   absl::Status Store(char* into, const float* from, size_t count, bool first);
   void ReleaseStaging(int unit);
@@ -85,6 +91,7 @@ class GradientReducer {
   int next_unit_to_reduce_;
   int micro_batches_ = 0;
   uint64_t readied_ = 0;
+  uint64_t quantized_calls_ = 0;  // seeds stochastic rounding
 };
 
 }  // namespace zero

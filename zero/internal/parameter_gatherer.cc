@@ -122,7 +122,12 @@ absl::Status ParameterGatherer::GatherUnit(int unit) {
     if (ctx_.has_bytes) RETURN_IF_ERROR(stream->Copy(staged.data(), piece, u.shard * ctx_.esize));
     piece = staged.data();
   }
-  RETURN_IF_ERROR(ctx_.comm->AllGather(piece, gathered.data(), u.shard, ctx_.dtype, stream));
+  if (const int bits = ctx_.config.quantized_weights_bits; bits != 0) {
+    RETURN_IF_ERROR(QuantizedAllGather(*ctx_.comm, piece, gathered.data(), u.shard, ctx_.dtype,
+                                       ctx_.Quantized(bits, quantized_calls_++)));
+  } else {
+    RETURN_IF_ERROR(ctx_.comm->AllGather(piece, gathered.data(), u.shard, ctx_.dtype, stream));
+  }
   return RecordReady(unit);
 }
 

@@ -83,6 +83,7 @@ class ParameterGatherer {
   // On ctx.stream when this rank's pieces were last updated (Refresh):
   // gathers wait for it.
   std::shared_ptr<Event> pieces_ready_;
+  uint64_t quantized_calls_ = 0;  // seeds stochastic rounding
 };
 
 }  // namespace zero

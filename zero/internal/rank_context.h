@@ -14,6 +14,7 @@
 #include "memory/stream.h"
 #include "zero/buffer.h"
 #include "zero/comm/communicator.h"
+#include "zero/comm/quantized_collectives.h"
 #include "zero/config.h"
 #include "zero/layout.h"
 
@@ -52,6 +53,16 @@ struct RankContext {
   }
   // This rank's piece of `unit` in the flat (whole) buffers.
   size_t owned_offset(int u) const { return unit(u).offset + rank * unit(u).shard; }
+  // How a quantized collective (zero/comm/quantized_collectives.h) of
+  // `bits` runs on the communication stream; `call` numbers the rank's
+  // quantized calls (the same on every rank) and seeds stochastic rounding.
+  QuantizedCollective Quantized(int bits, uint64_t call) const {
+    QuantFormat format{.bits = bits,
+                       .block = config.quantization_block,
+                       .stochastic = config.stochastic_rounding,
+                       .seed = 0x9E3779B97F4A7C15ull * (call + 1)};
+    return {format, devices->kind(), comm_stream, pool};
+  }
   // Makes `waiter` start its later work after all work enqueued on `on` so
   // far. Nothing when they are the same stream.
   static absl::Status Order(Stream* waiter, Stream* on) {

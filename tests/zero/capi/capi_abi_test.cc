@@ -3,6 +3,7 @@
 // state formula it exposes (zero_model_state_bytes) with its refusals.
 #include <cmath>
 #include <limits>
+#include <cstddef>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -30,7 +31,7 @@ TEST(CapiAbi, TheLibraryIsTheHeadersVersion) {
 TEST(CapiAbi, CollectivesOfAnotherSizeAreRefused) {
   // The size is checked first: nothing else of the struct is read.
   zero_collectives fns{};
-  for (size_t size : {sizeof fns - sizeof(void*), sizeof fns + 8, size_t{0}}) {
+  for (size_t size : {sizeof fns - 2 * sizeof(void*), sizeof fns + 8, size_t{0}}) {
     fns.size = size;
     zero_comm_t comm = reinterpret_cast<zero_comm_t>(&fns);
     EXPECT_EQ(zero_comm_create(&comm, 0, 1, &fns), ZERO_INVALID_ARGUMENT);
@@ -40,6 +41,17 @@ TEST(CapiAbi, CollectivesOfAnotherSizeAreRefused) {
                                  std::to_string(sizeof fns) + " bytes";
     EXPECT_NE(LastError().find(expected), std::string::npos) << LastError();
   }
+}
+
+// ABI 1.2's struct ended before all_to_all: its size is still taken (the
+// missing collectives are then what is refused, not the size).
+TEST(CapiAbi, CollectivesOfAbiOneTwoAreTaken) {
+  zero_collectives fns{};
+  fns.size = offsetof(zero_collectives, all_to_all);
+  zero_comm_t comm = nullptr;
+  EXPECT_EQ(zero_comm_create(&comm, 0, 1, &fns), ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError().find("zero_collectives.size"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("every collective"), std::string::npos) << LastError();
 }
 
 TEST(CapiAbi, ParamSpecsOfAnotherSizeAreRefused) {
