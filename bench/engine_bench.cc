@@ -36,21 +36,6 @@ namespace {
 
 constexpr int kRanks = 8;
 
-// GPT-style blocks: qkv, proj, fc1, fc2 weights and biases, hidden 256
-// (12 h^2 + 9 h elements a layer).
-std::vector<ParamSpec> ModelSpecs(size_t h = 256, int layers = 4) {
-  std::vector<ParamSpec> specs;
-  for (int l = 0; l < layers; ++l) {
-    const std::string p = "layer" + std::to_string(l) + ".";
-    for (auto [name, numel] : {std::pair{"qkv.w", 3 * h * h}, {"qkv.b", 3 * h},
-                               {"proj.w", h * h}, {"proj.b", h}, {"fc1.w", 4 * h * h},
-                               {"fc1.b", 4 * h}, {"fc2.w", 4 * h * h}, {"fc2.b", h}}) {
-      specs.push_back({p + name, numel, l});
-    }
-  }
-  return specs;
-}
-
 struct Cluster {
   std::unique_ptr<RankGroup> ranks;
   std::vector<float> grad;  // the same synthetic gradient for every parameter
@@ -82,47 +67,6 @@ absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const EngineConfig& config,
   c->grad.resize(4 * hidden * hidden);
   for (float& g : c->grad) g = normal(rng);
   return c;
-}
-
-// One rank's step, as a loop runs it: layers fetched in order for forward,
-// in reverse for backward, where gradients are handed over. `peak` gets the
-// largest count of gathered elements seen. With `forward` > 0 each layer's
-// forward is that long a wait on the engine's stream and its backward twice
-// that (a linear layer's backward computes the gradients of its input and of
-// its weight: two products to forward's one), as the model's kernels would
-// be; the host goes on at once, as with a card.
-absl::Status RankStep(Engine& e, const std::vector<float>& grad, size_t& peak,
-                      absl::Duration forward = absl::ZeroDuration()) {
-  const auto& params = e.layout().params();
-  auto kernels = [&](int passes) -> absl::Status {
-    if (forward == absl::ZeroDuration()) return absl::OkStatus();
-    return e.stream()->Enqueue([t = passes * forward] { absl::SleepFor(t); });
-  };
-  for (int m = 0; m <= params.back().module; ++m) {
-    RETURN_IF_ERROR(e.Fetch(m));
-    peak = std::max(peak, e.live_gathered_elements());
-    RETURN_IF_ERROR(kernels(1));
-    RETURN_IF_ERROR(e.Release(m));
-  }
-  for (int id = static_cast<int>(params.size()) - 1; id >= 0; --id) {
-    const bool first_of_module =
-        id == static_cast<int>(params.size()) - 1 || params[id + 1].module != params[id].module;
-    if (first_of_module) {
-      RETURN_IF_ERROR(e.Fetch(params[id].module));
-      RETURN_IF_ERROR(kernels(2));
-    }
-    peak = std::max(peak, e.live_gathered_elements());
-    RETURN_IF_ERROR(e.AddGrad(id, grad.data(), params[id].numel));
-    if (id == 0 || params[id - 1].module != params[id].module) {
-      RETURN_IF_ERROR(e.Release(params[id].module));
-    }
-  }
-  RETURN_IF_ERROR(e.Step());
-  // Step is stream-ordered: it returns once the update is enqueued. A loop
-  // reads its loss once a step (a host wait for the compute stream), so a
-  // step ends when the stream has run it; the communication stream's
-  // all-gathers after the update may still overlap the next forward.
-  return e.stream()->Synchronize();
 }
 
 // One training step on every rank. Returns rank 0's peak of gathered

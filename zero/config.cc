@@ -58,6 +58,12 @@ absl::Status ValidateConfig(const EngineConfig& config) {
     return absl::InvalidArgumentError(
         "quantized gradients need stage 1, 2 or 3 (they quantize the reduce-scatter)");
   }
+  if (config.hpz_partition_size < 0 || (config.hpz_partition_size > 1 && config.stage != 3)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hpz_partition_size %d: hpZ keeps a node's partition of stage 3's parameters (stage is "
+        "%d)",
+        config.hpz_partition_size, config.stage));
+  }
   if (config.quantization_block == 0 || config.quantization_block % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "quantization_block is %d: a positive even number", config.quantization_block));

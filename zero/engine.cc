@@ -124,7 +124,8 @@ absl::Status Engine::Init(MemoryResource* host_memory) {
                                uint64_t(c.quantized_gradients_bits),
                                c.quantization_block,
                                uint64_t(c.stochastic_rounding),
-                               uint64_t(c.error_feedback)};
+                               uint64_t(c.error_feedback),
+                               uint64_t(c.hpz_partition_size)};
   // From here a rank that fails aborts the group: its peers would wait for
   // it in the agreement or in their first collective.
   RETURN_IF_ERROR(FailIfError(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),

@@ -110,6 +110,56 @@ TEST(QuantizedWeights, Bf16ModelsReduceInChunksQuantized) {
   ExpectBitIdentical(first, TrainOk(*model, run), "rerun");
 }
 
+// hpZ: backward's gathers come from the node's secondary pieces, which hold
+// exactly what forward gathered, so the bits are the plain run's (with
+// quantized weights too: rounding to nearest repeats), and fewer bytes
+// cross between nodes.
+TEST(Hpz, SameBitsFewerBytesAcross) {
+  std::unique_ptr<Model> model = SmallTransformer();
+  for (int weight_bits : {0, 8}) {
+    TrainingRun run = QuantizedRun(3, weight_bits, 0);
+    run.world = 8;
+    run.ranks_per_node = 4;
+    run.steps = 6;
+    run.config.prefetch_elements = 0;  // backward gathers again (no unit kept from forward)
+    const RankResult without = TrainRanks(*model, run);
+    run.config.hpz_partition_size = 4;
+    const RankResult with = TrainRanks(*model, run);
+    ExpectBitIdentical(without.params, with.params, "hpZ, weights " + std::to_string(weight_bits));
+    // Across: two gathers and a reduce-scatter become one gather and the
+    // reduce-scatter (2/3); with int8 gathers, 1.25 of 1.5 fp32 units.
+    const double ratio =
+        double(with.stats.comm.across.sent) / double(without.stats.comm.across.sent);
+    EXPECT_LT(ratio, weight_bits == 0 ? 0.7 : 0.9) << "weights " << weight_bits;
+    // Inside: backward's gather moves the same bytes from the secondary
+    // pieces, unquantized (ZeRO++ keeps them so): more than int8's.
+    if (weight_bits == 0) {
+      EXPECT_EQ(with.stats.comm.inside.sent, without.stats.comm.inside.sent);
+    } else {
+      EXPECT_GT(with.stats.comm.inside.sent, without.stats.comm.inside.sent);
+    }
+  }
+}
+
+TEST(Hpz, NeedsStage3AndANodeOfItsSize) {
+  EngineConfig c;
+  c.stage = 2;
+  c.hpz_partition_size = 2;
+  EXPECT_THAT(ValidateConfig(c).message(), HasSubstr("hpz_partition_size 2"));
+  std::unique_ptr<Model> model = SmallTransformer();
+  for (int per_node : {0, 2}) {
+    TrainingRun run = QuantizedRun(3, 0, 0);
+    run.ranks_per_node = per_node;
+    run.config.hpz_partition_size = 4;
+    run.steps = 1;
+    std::vector<RankResult> ranks = TrainWithEngine(*model, run, AdamW());
+    for (const RankResult& r : ranks) {
+      EXPECT_THAT(r.status.message(), HasSubstr("hpz_partition_size 4 needs a hierarchical"))
+          << r.status;
+    }
+  }
+}
+
 TEST(QuantizedConfig, SettingsThatCannotWorkAreRefused) {
   EngineConfig c;
   c.stage = 2;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/fingerprint.h"
 #include "base/status_macros.h"
@@ -27,6 +29,17 @@ absl::StatusOr<std::unique_ptr<ParameterGatherer>> ParameterGatherer::Create(
     if (units.empty() || units.back() != p.unit) units.push_back(p.unit);
   }
   if (ctx.config.stage < 3) return g;
+  if (ctx.config.hpz_partition_size > 1) {
+    const std::optional<Communicator::Levels> levels = ctx.comm->levels();
+    if (!levels || levels->intra->world_size() != ctx.config.hpz_partition_size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rank %d: hpz_partition_size %d needs a hierarchical communicator with that many "
+          "ranks per node (this one has %s)",
+          ctx.rank, ctx.config.hpz_partition_size,
+          levels ? absl::StrCat(levels->intra->world_size(), " per node") : "one level"));
+    }
+    g->node_ = levels->intra;
+  }
   for (int u = 0; u < ctx.unit_count(); ++u) {
     const Unit& unit = ctx.unit(u);
     // DeepSpeed's rule: persistent up to and including the threshold.
@@ -114,6 +127,10 @@ absl::Status ParameterGatherer::GatherUnit(int unit) {
                                                 Tag::kGathered, stream));
     live_elements_ += u.padded;
   }
+  if (node_ != nullptr && units_[unit].secondary_valid) {
+    RETURN_IF_ERROR(GatherSecondary(unit, gathered.data()));
+    return RecordReady(unit);
+  }
   const void* piece = states_.ModelPiece(unit);
   Buffer staged;  // parameter offload: the piece comes up from the host first
   if (ctx_.config.offload == Offload::kParameters) {
@@ -122,13 +139,44 @@ absl::Status ParameterGatherer::GatherUnit(int unit) {
     if (ctx_.has_bytes) RETURN_IF_ERROR(stream->Copy(staged.data(), piece, u.shard * ctx_.esize));
     piece = staged.data();
   }
-  if (const int bits = ctx_.config.quantized_weights_bits; bits != 0) {
-    RETURN_IF_ERROR(QuantizedAllGather(*ctx_.comm, piece, gathered.data(), u.shard, ctx_.dtype,
-                                       ctx_.Quantized(bits, quantized_calls_++)));
-  } else {
-    RETURN_IF_ERROR(ctx_.comm->AllGather(piece, gathered.data(), u.shard, ctx_.dtype, stream));
+  RETURN_IF_ERROR(GatherPieces(unit, piece, gathered.data()));
+  if (node_ != nullptr && !units_[unit].persistent) {
+    RETURN_IF_ERROR(KeepSecondary(unit, gathered.data<char>()));
   }
   return RecordReady(unit);
+}
+
+absl::Status ParameterGatherer::GatherPieces(int unit, const void* piece, void* whole) {
+  const Unit& u = ctx_.unit(unit);
+  if (const int bits = ctx_.config.quantized_weights_bits; bits != 0) {
+    return QuantizedAllGather(*ctx_.comm, piece, whole, u.shard, ctx_.dtype,
+                              ctx_.Quantized(bits, quantized_calls_++));
+  }
+  return ctx_.comm->AllGather(piece, whole, u.shard, ctx_.dtype, ctx_.comm_stream);
+}
+
+// The node's partition: local rank l keeps elements [l * padded / G,
+// (l + 1) * padded / G) of the gathered unit, so the node's all-gather of
+// the secondary pieces puts them back in order.
+absl::Status ParameterGatherer::KeepSecondary(int unit, const char* whole) {
+  UnitState& state = units_[unit];
+  const size_t part = ctx_.unit(unit).padded / node_->world_size() * ctx_.esize;
+  if (!state.secondary) {
+    ASSIGN_OR_RETURN(state.secondary,
+                     Buffer::Allocate(ctx_.pool, part, Tag::kParameters, ctx_.comm_stream));
+  }
+  if (ctx_.has_bytes) {
+    RETURN_IF_ERROR(
+        ctx_.comm_stream->Copy(state.secondary.data(), whole + node_->rank() * part, part));
+  }
+  state.secondary_valid = true;
+  return absl::OkStatus();
+}
+
+absl::Status ParameterGatherer::GatherSecondary(int unit, void* whole) {
+  const size_t part = ctx_.unit(unit).padded / node_->world_size();
+  return node_->AllGather(units_[unit].secondary.data(), whole, part, ctx_.dtype,
+                          ctx_.comm_stream);
 }
 
 // Gathers the units the plan's window takes next (zero/internal/fetch_plan.h),
@@ -211,6 +259,7 @@ absl::Status ParameterGatherer::Refresh() {
   if (ctx_.config.stage < 3) return absl::OkStatus();
   ASSIGN_OR_RETURN(pieces_ready_, ctx_.stream->Record());
   for (int u = 0; u < ctx_.unit_count(); ++u) {
+    units_[u].secondary_valid = false;  // the update made them stale
     if (units_[u].persistent) {
       RETURN_IF_ERROR(GatherUnit(u));
     } else if (units_[u].gathered) {

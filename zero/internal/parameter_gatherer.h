@@ -65,9 +65,19 @@ class ParameterGatherer {
     bool persistent = false;
     // On ctx.comm_stream after the unit's last gather (or Publish).
     std::shared_ptr<Event> ready;
+    // hpZ: this rank's part of the node's partition of the unit, valid from
+    // the unit's first gather in a step until the update.
+    Buffer secondary;
+    bool secondary_valid = false;
   };
   ParameterGatherer(const RankContext& ctx, ModelStates& states);
   absl::Status GatherUnit(int unit);
+  // The unit's gather from this rank's piece (quantized when configured).
+  absl::Status GatherPieces(int unit, const void* piece, void* whole);
+  // hpZ: the gather inside the node from the secondary pieces, or keeping
+  // them after a gather from the pieces.
+  absl::Status GatherSecondary(int unit, void* whole);
+  absl::Status KeepSecondary(int unit, const char* whole);
   absl::Status Prefetch();
   absl::Status Drop(int unit);
   absl::Status RecordReady(int unit);
@@ -84,6 +94,7 @@ class ParameterGatherer {
   // gathers wait for it.
   std::shared_ptr<Event> pieces_ready_;
   uint64_t quantized_calls_ = 0;  // seeds stochastic rounding
+  Communicator* node_ = nullptr;  // hpZ: the node's group, when on
 };
 
 }  // namespace zero
