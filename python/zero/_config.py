@@ -101,6 +101,22 @@ def _offload(reader, key, stage_needed, engine, value, stage):
         engine["nvme_path"] = nvme_path
 
 
+def _zeropp(z, engine):
+    """DeepSpeed ZeRO++'s keys: true takes ZeRO++'s widths (int8 weights,
+    int4 gradients); 4 or 8 picks one."""
+    for key, name, width in (("zero_quantized_weights", "quantized_weights_bits", 8),
+                             ("zero_quantized_gradients", "quantized_gradients_bits", 4)):
+        value = z.obj.pop(key, False)
+        if not (isinstance(value, bool) or value in (4, 8)):
+            raise ZeroError("config key 'zero_optimization.%s' has an unsupported value %r "
+                            "(true, false, 4 or 8)" % (key, value))
+        if value is not False:
+            engine[name] = width if value is True else int(value)
+    hpz = z.take("zero_hpz_partition_size", int, 1, lambda v: v >= 1)
+    if hpz > 1:
+        engine["hpz_partition_size"] = hpz
+
+
 def _zero_optimization(reader, engine):
     z = reader.child("zero_optimization")
     if z is None:
@@ -121,6 +137,7 @@ def _zero_optimization(reader, engine):
     # What the engine always does: accepted when asked for, an error when refused.
     for key in ("contiguous_gradients", "reduce_scatter"):
         z.take(key, bool, True, lambda v: v)
+    _zeropp(z, engine)
     _offload(z, "offload_optimizer", 1, engine, "optimizer", stage)
     _offload(z, "offload_param", 3, engine, "parameters", stage)
     z.done()
@@ -186,6 +203,12 @@ def engine_config(config, world_size):
         options["ordered_reductions"] = own.take("ordered_reductions", bool, True)
         options["fetch_granularity"] = own.take("fetch_granularity", str, "module",
                                                 lambda v: v in ("module", "block"))
+        # False: one flat group even when torchrun's nodes hold several ranks.
+        options["hierarchical"] = own.take("hierarchical", bool, True)
+        for key in ("quantization_block", "stochastic_rounding", "error_feedback"):
+            value = own.take(key, int if key == "quantization_block" else bool)
+            if value is not None:
+                engine[key] = value
         # False: each micro-batch's loss is already divided by their count
         # (transformers.Trainer), so the step sums the micro-batches.
         average = own.take("average_micro_batches", bool, True)

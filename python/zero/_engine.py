@@ -34,10 +34,23 @@ def _settle_at_exit():
             pass
 
 
+def ranks_per_node(group):
+    """torchrun's processes per node (LOCAL_WORLD_SIZE) when the engine's
+    group is the whole world and the nodes divide it; else the group's size
+    (one level)."""
+    import os
+    world = dist.get_world_size(group)
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world) or world)
+    if world != dist.get_world_size() or per_node < 1 or world % per_node != 0:
+        return world
+    return per_node
+
+
 class Engine:
     """Owns the three handles; close() (or garbage collection) frees them."""
 
-    def __init__(self, config, specs, devices_spec, group=None, ordered=True):
+    def __init__(self, config, specs, devices_spec, group=None, ordered=True,
+                 hierarchical=True):
         lib = _lib.lib()
         self._lib = lib
         self.handle = self.comm = self.devices = None
@@ -48,12 +61,18 @@ class Engine:
         self.devices = devices
         self.device = _order.device_of(devices_spec)
         comm = ctypes.c_void_p()
+        self.levels = []  # a hierarchical communicator's two (collectives, handle, group)
+        self.owned_groups = []  # groups made here, destroyed at exit
         if dist.is_available() and dist.is_initialized():
             self.collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
             self.rank, self.world = self.collectives.rank, self.collectives.world
-            check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
-                                       ctypes.byref(self.collectives.struct)),
-                  "creating the communicator")
+            per_node = ranks_per_node(group) if hierarchical else self.world
+            if per_node < self.world:
+                comm = self._hierarchical(per_node, ordered)
+            else:
+                check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
+                                           ctypes.byref(self.collectives.struct)),
+                      "creating the communicator")
         else:
             self.rank, self.world = 0, 1
             check(lib.zero_comm_create_local(ctypes.byref(comm), 1, 60.0, self.devices),
@@ -71,6 +90,33 @@ class Engine:
         self.order = _order.order_for(self, self.device)
         self.owned_group = None  # a group wrap made for this engine (destroyed at exit)
         _live.add(self)
+
+    def _hierarchical(self, per_node, ordered):
+        """Ranks on several nodes: a group per node and one per local rank
+        across the nodes, and the engine's communicator over the two
+        (zero/comm/hierarchical_communicator.h). Every rank makes every group,
+        in the same order, as torch requires."""
+        lib, world, rank = self._lib, self.world, self.rank
+        nodes = world // per_node
+        made = [dist.new_group(list(range(n * per_node, (n + 1) * per_node)))
+                for n in range(nodes)]
+        made += [dist.new_group([n * per_node + local for n in range(nodes)])
+                 for local in range(per_node)]
+        self.owned_groups = [g for g in made if g != dist.GroupMember.NON_GROUP_MEMBER]
+        handles = []
+        for group in (made[rank // per_node], made[nodes + rank % per_node]):
+            collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
+            handle = ctypes.c_void_p()
+            check(lib.zero_comm_create(ctypes.byref(handle), collectives.rank,
+                                       collectives.world, ctypes.byref(collectives.struct)),
+                  "creating a level's communicator")
+            self.levels.append((collectives, handle))
+            handles.append(handle)
+        comm = ctypes.c_void_p()
+        check(lib.zero_comm_create_hierarchical(ctypes.byref(comm), rank, per_node, handles[0],
+                                                handles[1], self.devices, 0),
+              "creating the hierarchical communicator")
+        return comm
 
     def _check(self, rc, what):
         if rc == 0:
@@ -232,15 +278,18 @@ class Engine:
         """At exit: nothing left queued on the streams, the owned group gone."""
         if self.handle:
             self._lib.zero_engine_synchronize(self.handle)
-        group, self.owned_group = self.owned_group, None
-        if group is not None and dist.is_initialized() and \
-                group in dist.distributed_c10d._world.pg_map:
-            dist.destroy_process_group(group)
-        if self.collectives is not None:
-            # Our last reference to the group (destroyed above, or by the
-            # program's destroy_process_group()): its C++ object and threads
-            # go now, not in the teardown.
-            self.collectives.group = None
+        groups = self.owned_groups + [self.owned_group]
+        self.owned_group, self.owned_groups = None, []
+        for group in groups:
+            if group is not None and dist.is_initialized() and \
+                    group in dist.distributed_c10d._world.pg_map:
+                dist.destroy_process_group(group)
+        for collectives in [self.collectives] + [c for c, _ in self.levels]:
+            if collectives is not None:
+                # Our last reference to the group (destroyed above, or by the
+                # program's destroy_process_group()): its C++ object and
+                # threads go now, not in the teardown.
+                collectives.group = None
 
     def close(self):
         lib = self._lib
@@ -248,6 +297,9 @@ class Engine:
             lib.zero_engine_destroy(self.handle)
         if self.comm:
             lib.zero_comm_destroy(self.comm)
+        for _, handle in self.levels:  # emptied into self.comm: only the handles remain
+            lib.zero_comm_destroy(handle)
+        self.levels = []
         if self.devices:
             lib.zero_devices_destroy(self.devices)
         self.handle = self.comm = self.devices = None

@@ -77,6 +77,7 @@ SIGNATURES = {
     "zero_devices_destroy": (_i, [_p]),
     "zero_comm_create_local": (_i, [_out(_p), _i, _d, _p]),
     "zero_comm_create": (_i, [_out(_p), _i, _i, _out(Collectives)]),
+    "zero_comm_create_hierarchical": (_i, [_out(_p), _i, _i, _p, _p, _p, _i]),
     "zero_comm_set_error": (None, [_s]),
     "zero_reduce_in_rank_order": (_i, [_p, _i, _sz, _i, _i, _p]),
     "zero_comm_destroy": (_i, [_p]),

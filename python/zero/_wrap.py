@@ -106,7 +106,8 @@ class _State:
         specs = [(e.name, e.param.numel(), e.module, e.group) for e in self.entries]
         devices = _devices_of(self.entries, options.get("devices"))
         self.engine = Engine(engine_cfg, specs, devices, group,
-                             options.get("ordered_reductions", True))
+                             options.get("ordered_reductions", True),
+                             options.get("hierarchical", True))
         for e in self.entries:
             self.engine.set_param(e.index, e.param.data)
         self.engine.order.after_engine()

@@ -35,6 +35,32 @@ def torchrun(world, script, args, timeout=900):
     return proc
 
 
+def torchrun_nodes(nodes, per_node, script, args, timeout=900):
+    """`script` as `nodes` torchrun launchers of `per_node` processes each on
+    this machine, meeting at a c10d rendezvous (--nnodes), so torchrun sets
+    LOCAL_WORLD_SIZE and the node ranks as on a cluster."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=%d" % nodes,
+           "--nproc_per_node=%d" % per_node, "--rdzv_backend=c10d",
+           "--rdzv_endpoint=127.0.0.1:%d" % port, "--rdzv_id=zero-test-%d" % port,
+           str(HERE / script)] + [str(a) for a in args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    launchers = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(nodes)]
+    failures = []
+    for proc in launchers:
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for p in launchers:
+                p.kill()
+            pytest.fail("torchrun --nnodes=%d timed out" % nodes)
+        if proc.returncode != 0:
+            failures.append("launcher failed (%d):\n%s" % (proc.returncode, err[-4000:]))
+    if failures:
+        pytest.fail("\n".join(failures))
+
+
 def run_torchrun(tmp_path, world, cases, steps):
     cases_file, out = tmp_path / "cases.json", tmp_path / "results.json"
     cases_file.write_text(json.dumps(cases))

@@ -231,3 +231,24 @@ def test_build_info_and_the_unoptimized_warning(monkeypatch):
     with warnings.catch_warnings():  # optimized: never; unoptimized: once per process
         warnings.simplefilter("error")
         zero.wrap(*_model_and_adamw(), {})
+
+
+def test_zeropp_keys_reach_the_engine():
+    from zero import ZeroError, _config
+    ds = {"zero_optimization": {"stage": 3, "zero_quantized_weights": True,
+                                "zero_quantized_gradients": True, "zero_hpz_partition_size": 8},
+          "zero": {"quantization_block": 256, "error_feedback": True}}
+    engine = _config.engine_config(ds, 1)[0]
+    assert engine["quantized_weights_bits"] == 8  # ZeRO++'s widths for true
+    assert engine["quantized_gradients_bits"] == 4
+    assert engine["hpz_partition_size"] == 8
+    assert engine["quantization_block"] == 256 and engine["error_feedback"] is True
+    engine = _config.engine_config({"zero_optimization": {"stage": 2,
+                                                          "zero_quantized_gradients": 8}}, 1)[0]
+    assert engine["quantized_gradients_bits"] == 8
+    for bad in (3, "int8", 1.5):
+        with pytest.raises(ZeroError, match="zero_quantized_weights' has an unsupported value"):
+            _config.engine_config({"zero_optimization": {"stage": 3,
+                                                         "zero_quantized_weights": bad}}, 1)
+    with pytest.raises(ZeroError, match="zero_hpz_partition_size"):
+        _config.engine_config({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 0}}, 1)

@@ -17,6 +17,7 @@
 #include "optimizers/grouped_optimizer.h"
 #include "zero/capi/collectives.h"
 #include "zero/capi/guard.h"
+#include "zero/comm/hierarchical_communicator.h"
 #include "zero/comm/local_communicator.h"
 #include "zero/comm/nccl_codes.h"
 #include "zero/comm/ordered_reduce.h"
@@ -80,6 +81,10 @@ absl::Status CreateEngine(zero_engine_t* out, const char* config_json,
   RETURN_IF_ERROR(Required(config_json, "config_json"));
   RETURN_IF_ERROR(Required(comm, "comm"));
   RETURN_IF_ERROR(Required(devices, "devices"));
+  if (comm->comm == nullptr) {
+    return absl::FailedPreconditionError(
+        "comm was emptied into a hierarchical communicator: pass that one");
+  }
   std::vector<int> groups;
   absl::StatusOr<EngineSetup> setup = ParseEngineSetup(config_json);
   absl::StatusOr<std::vector<ParamSpec>> specs =
@@ -122,6 +127,12 @@ std::string StatsJson(const Engine& engine) {
                           k == 0 ? "" : ",", Name(static_cast<CollectiveKind>(k)), op.calls,
                           op.bytes_sent, op.bytes_received);
   }
+  // The bytes by level of the link (comm_stats.h): inside a node, across nodes.
+  absl::StrAppendFormat(&out,
+                        "},\"levels\":{\"inside\":{\"bytes_sent\":%d,\"bytes_received\":%d},"
+                        "\"across\":{\"bytes_sent\":%d,\"bytes_received\":%d}",
+                        s.comm.inside.sent, s.comm.inside.received, s.comm.across.sent,
+                        s.comm.across.received);
   out += "},\"stream_ops\":{";
   const auto window = [](const char* name, const StreamOps& o) {
     return absl::StrFormat("\"%s\":{\"enqueued\":%d,\"host_waits\":%d,\"driver_calls\":%d}",
@@ -241,6 +252,41 @@ int zero_reduce_in_rank_order(const void* chunks, int world_size, size_t count, 
     ASSIGN_OR_RETURN(zero::DType type, zero::DTypeFromNccl(dtype));
     ASSIGN_OR_RETURN(zero::ReduceOp reduce, zero::ReduceOpFromNccl(op));
     return zero::ReduceInRankOrder(type, reduce, chunks, world_size, count, out);
+  });
+}
+
+int zero_comm_create_hierarchical(zero_comm_t* comm, int rank, int ranks_per_node,
+                                  zero_comm_t intra, zero_comm_t inter, zero_devices_t devices,
+                                  int device) {
+  return Guard([&]() -> absl::Status {
+    RETURN_IF_ERROR(Required(comm, "comm"));
+    *comm = nullptr;
+    RETURN_IF_ERROR(Required(intra, "intra"));
+    RETURN_IF_ERROR(Required(inter, "inter"));
+    RETURN_IF_ERROR(Required(devices, "devices"));
+    if (intra->comm == nullptr || inter->comm == nullptr) {
+      return absl::FailedPreconditionError("intra or inter was already used by another communicator");
+    }
+    if (device < 0 || device >= devices->system->device_count()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device %d of %d", device, devices->system->device_count()));
+    }
+    const int world = ranks_per_node * inter->comm->world_size();
+    ASSIGN_OR_RETURN(const zero::Topology topology, zero::Topology::Create(world, ranks_per_node));
+    // Checked before anything moves: on an error both handles stay whole.
+    if (intra->comm->world_size() != ranks_per_node ||
+        intra->comm->rank() != topology.local_rank(rank) ||
+        inter->comm->rank() != topology.node_of(rank)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rank %d with %d ranks per node: intra is rank %d of %d, inter rank %d of %d", rank,
+          ranks_per_node, intra->comm->rank(), intra->comm->world_size(), inter->comm->rank(),
+          inter->comm->world_size()));
+    }
+    ASSIGN_OR_RETURN(auto made, zero::MakeHierarchicalCommunicator(
+                                    topology, rank, std::move(intra->comm),
+                                    std::move(inter->comm), &devices->system->pool(device)));
+    *comm = new zero_comm{std::move(made)};
+    return absl::OkStatus();
   });
 }
 

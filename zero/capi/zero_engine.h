@@ -141,6 +141,16 @@ void zero_comm_set_error(const char* message);
  * process's CPU threads; `out` may be one of the chunks. */
 int zero_reduce_in_rank_order(const void* chunks, int world_size, size_t count, int dtype,
                               int op, void* out);
+/* ABI 1.3. Ranks on several nodes (zero/comm/hierarchical_communicator.h):
+ * rank `rank`, `ranks_per_node` to a node, over `intra` (this node's ranks,
+ * as local rank rank % ranks_per_node) and `inter` (the ranks of the same
+ * local rank on every node, as rank rank / ranks_per_node). On success
+ * `intra` and `inter` are emptied into it (still destroy their handles;
+ * nothing else may use them). Scratch comes from the pool of `device` of
+ * `devices`. */
+int zero_comm_create_hierarchical(zero_comm_t* comm, int rank, int ranks_per_node,
+                                  zero_comm_t intra, zero_comm_t inter, zero_devices_t devices,
+                                  int device);
 int zero_comm_destroy(zero_comm_t comm);
 
 /* ---- Engines: zero/engine.h ---- */

@@ -85,19 +85,18 @@ class HierarchicalCommunicator final : public Communicator {
   std::optional<Levels> levels() override { return Levels{intra_.get(), inter_.get()}; }
   absl::Status AsyncError() const override { return latch_->status(); }
 
-  // The logical calls by kind (the flat model), the levels and the bytes
-  // moved as the two steps counted them.
+  // The logical calls by kind (the flat model); the levels and the bytes
+  // moved as the two groups counted them.
   CommStats stats() const override {
     CommStats total = Communicator::stats();
-    total.inside = {};
-    total.across = {};
-    for (const Communicator* sub : {intra_.get(), inter_.get()}) {
-      const CommStats s = sub->stats();
-      total.inside += s.inside;
-      total.across += s.across;
-      total.copied_bytes += s.copied_bytes;
-      total.reduced_bytes += s.reduced_bytes;
-    }
+    // By role, whatever topology the two were told: the node's group stays
+    // inside, the other's every link crosses between nodes.
+    const CommStats intra = intra_->stats(), inter = inter_->stats();
+    const OpStats in = intra.Total(), out = inter.Total();
+    total.inside = {in.bytes_sent, in.bytes_received};
+    total.across = {out.bytes_sent, out.bytes_received};
+    total.copied_bytes += intra.copied_bytes + inter.copied_bytes;
+    total.reduced_bytes += intra.reduced_bytes + inter.reduced_bytes;
     return total;
   }
 

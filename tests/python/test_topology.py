@@ -1,0 +1,45 @@
+"""Issue 37 under torchrun with --nnodes=2 on one machine (two launchers, a
+c10d rendezvous), so LOCAL_WORLD_SIZE and the node ranks are torchrun's own:
+the package's communicator is hierarchical there (stages agree bit for bit:
+every reduction sums each node, then the nodes), counts bytes across
+nodes, and ZeRO++'s DeepSpeed keys train with fewer of them."""
+
+import json
+
+from conftest import torchrun_nodes
+
+STEPS = 6
+_S3 = {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 0}
+
+
+def test_two_nodes_hierarchical_and_zeropp(tmp_path):
+    zpp = dict(_S3, zero_quantized_weights=True, zero_quantized_gradients=True,
+               zero_hpz_partition_size=2)
+    cases = {
+        "stage0": {"config": {"zero_optimization": {"stage": 0}}},
+        "stage2": {"config": {"zero_optimization": {"stage": 2}}},
+        "stage3": {"config": {"zero_optimization": _S3}},
+        "flat_stage3": {"config": {"zero_optimization": _S3, "zero": {"hierarchical": False}}},
+        "zeropp": {"config": {"zero_optimization": zpp}},
+    }
+    cases_file, out = tmp_path / "cases.json", tmp_path / "results.json"
+    cases_file.write_text(json.dumps(cases))
+    torchrun_nodes(2, 2, "zero_worker.py", ["--cases", cases_file, "--out", out,
+                                            "--steps", STEPS])
+    results = json.loads(out.read_text())
+    for name, r in results.items():
+        assert r["ranks_agree"], name
+    assert results["stage0"]["digest"] == results["stage2"]["digest"] == \
+        results["stage3"]["digest"]
+    for name in ("stage3", "flat_stage3"):
+        assert results[name]["concatenated_max_diff"] < 0.01, results[name]
+    levels = {n: r["stats"]["levels"] for n, r in results.items()}
+    # Rank 0 is not a node's last rank: in a flat ring nothing of its leaves
+    # the node; hierarchical, its own link carries its share across.
+    assert levels["flat_stage3"]["across"]["bytes_sent"] == 0
+    assert levels["stage3"]["across"]["bytes_sent"] > 0
+    # ZeRO++: int8 gathers (backward's inside the node, hpZ), int4 gradients.
+    assert levels["zeropp"]["across"]["bytes_sent"] * 4 < levels["stage3"]["across"]["bytes_sent"]
+    plain, zeropp = results["stage3"]["losses"], results["zeropp"]["losses"]
+    assert zeropp[-1] < zeropp[0]
+    assert abs(zeropp[-1] - plain[-1]) < 0.03 * plain[-1], (zeropp, plain)
