@@ -64,6 +64,10 @@ absl::Status ValidateConfig(const EngineConfig& config) {
         "%d)",
         config.hpz_partition_size, config.stage));
   }
+  if (config.shard_group_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shard_group_size %d < 0", config.shard_group_size));
+  }
   if (config.quantization_block == 0 || config.quantization_block % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "quantization_block is %d: a positive even number", config.quantization_block));

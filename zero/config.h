@@ -93,6 +93,12 @@ struct EngineConfig {
   // Bits per element of the gradients' reduce-scatter at stages 1-3
   // (zero_quantized_gradients: 4; 8 too), 0: off.
   int quantized_gradients_bits = 0;
+  // Hybrid sharding (FSDP2's HSDP, DeepSpeed's mics_shard_size): the model
+  // states are sharded inside groups of this many ranks and replicated
+  // across the groups; gradients are reduce-scattered inside the group,
+  // then all-reduced across the replicas. The ranks per node of a
+  // hierarchical communicator (Communicator::levels); 0: the whole world.
+  int shard_group_size = 0;
   // hpZ (DeepSpeed's zero_hpz_partition_size): at stage 3, after a unit's
   // first gather in a step each rank keeps 1/this of it, so the unit's later
   // gathers in the step (backward's) run inside the node from these

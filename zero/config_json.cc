@@ -201,6 +201,7 @@ absl::StatusOr<EngineSetup> ParseEngineSetup(std::string_view text) {
        Uint("quantized_gradients_bits", &c.quantized_gradients_bits),
        Uint("quantization_block", &c.quantization_block),
        Uint("hpz_partition_size", &c.hpz_partition_size),
+       Uint("shard_group_size", &c.shard_group_size),
        Bool("stochastic_rounding", &c.stochastic_rounding),
        Bool("error_feedback", &c.error_feedback),
        {"optimizer", [&](const Value& v, const std::string& where) {

@@ -9,9 +9,12 @@
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/fingerprint.h"
 #include "base/status_macros.h"
@@ -28,6 +31,29 @@
 
 namespace zero {
 
+namespace {
+
+// The communicator the states are sharded over and the replicas' (hybrid
+// sharding), from a hierarchical communicator whose nodes are the groups.
+absl::StatusOr<std::pair<Communicator*, Communicator*>> ShardGroups(const EngineConfig& config,
+                                                                     Communicator* comm) {
+  const int size = config.shard_group_size;
+  if (size == 0 || size == comm->world_size()) return std::pair{comm, nullptr};
+  const std::optional<Communicator::Levels> levels = comm->levels();
+  if (!levels || levels->intra->world_size() != size) {
+    const absl::Status error = absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d: shard_group_size %d needs a hierarchical communicator with groups of that "
+        "many ranks (this one has %s)",
+        comm->rank(), size,
+        levels ? absl::StrCat("groups of ", levels->intra->world_size()) : "one level"));
+    comm->Abort(error);
+    return error;
+  }
+  return std::pair{levels->intra, levels->inter};
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
                                                        std::vector<ParamSpec> params,
                                                        Optimizer* optimizer, Communicator* comm,
@@ -40,6 +66,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   if (status.ok() && (device < 0 || device >= devices->device_count())) {
     status = absl::InvalidArgumentError(absl::StrFormat("no device %d", device));
   }
+  Communicator* const whole = comm;
+  Communicator* replicas = nullptr;
+  if (status.ok()) {
+    absl::StatusOr<std::pair<Communicator*, Communicator*>> groups = ShardGroups(config, comm);
+    status = groups.status();
+    if (groups.ok()) std::tie(comm, replicas) = *groups;
+  }
   absl::StatusOr<Layout> layout =
       status.ok() ? Layout::Create(std::move(params), comm->world_size(), config.bucket_elements,
                                    config.stage == 3)
@@ -50,13 +83,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                             : devices->default_stream(device);
   if (!comm_stream.ok()) {
     // The peers are about to wait for this rank in the layout check.
-    if (comm != nullptr) comm->Abort(comm_stream.status());
+    if (whole != nullptr) whole->Abort(comm_stream.status());
     return comm_stream.status();
   }
   const bool mixed = config.param_dtype != DType::kF32;
   RankContext ctx{.config = config,
                   .layout = *std::move(layout),
                   .comm = comm,
+                  .replicas = replicas,
+                  .whole = whole,
                   .devices = devices,
                   .pool = memory.device != nullptr ? memory.device : &devices->pool(device),
                   .stream = devices->default_stream(device),
@@ -125,7 +160,8 @@ absl::Status Engine::Init(MemoryResource* host_memory) {
                                c.quantization_block,
                                uint64_t(c.stochastic_rounding),
                                uint64_t(c.error_feedback),
-                               uint64_t(c.hpz_partition_size)};
+                               uint64_t(c.hpz_partition_size),
+                               uint64_t(c.shard_group_size)};
   // From here a rank that fails aborts the group: its peers would wait for
   // it in the agreement or in their first collective.
   RETURN_IF_ERROR(FailIfError(CheckAgreement(*ctx_, Fnv1a(settings, sizeof settings),
@@ -157,7 +193,7 @@ absl::Status Engine::OnUnitReduced(int unit) {
 }
 
 absl::Status Engine::Fail(absl::Status status) {
-  ctx_->comm->Abort(status);
+  ctx_->whole->Abort(status);
   return status;
 }
 
@@ -182,7 +218,7 @@ absl::Status Engine::Fetch(int module, Stream* consumer) {
 }
 absl::Status Engine::AwaitFetchedOnHost(int module) {
   RETURN_IF_ERROR(gatherer_->AwaitFetchedOnHost(module));
-  return ctx_->comm->AsyncError();
+  return ctx_->whole->AsyncError();
 }
 absl::Status Engine::Release(int module, Stream* consumer) {
   RETURN_IF_ERROR(NotRestoring("Release"));
@@ -350,7 +386,7 @@ EngineStats Engine::stats() const {
                      .nvme_bytes_read = file != nullptr ? file->stats().bytes_read : 0,
                      .nvme_bytes_written = file != nullptr ? file->stats().bytes_written : 0,
                      .owned_state_wait_seconds = guard_.wait_seconds(),
-                     .comm = ctx_->comm->stats(),
+                     .comm = ctx_->whole->stats(),
                      .stream_ops = ops_.last_step()};
 }
 

@@ -30,7 +30,7 @@ absl::Status Engine::StepOnce() {
   if (absl::Status s = AwaitComm(); !s.ok()) return Fail(s);
   // One that failed after its call returned (NCCL, a host stream's callback)
   // must not feed an update; the update's own check covers what fails later.
-  if (absl::Status s = ctx_->comm->AsyncError(); !s.ok()) return Fail(s);
+  if (absl::Status s = ctx_->whole->AsyncError(); !s.ok()) return Fail(s);
   GradScale grad_scale{MeanGradScale()};
   if (ctx_->config.max_grad_norm > 0 || scaler_) {
     absl::StatusOr<GradScale> clipped = norm_->Compute(*states_, grad_scale.value);
@@ -64,7 +64,7 @@ absl::Status Engine::StepOnce() {
   reducer_->Clear();
   if (absl::Status s = gatherer_->FinishStep(); !s.ok()) return Fail(s);
   // A collective that failed on a stream after its call returned OK.
-  return ctx_->comm->AsyncError();
+  return ctx_->whole->AsyncError();
 }
 
 // An fp16 step whose gradients overflowed somewhere: parameters, state and
@@ -79,7 +79,8 @@ float Engine::MeanGradScale() const {
   // In double: world x accumulation overflowed an int (a scale of 1/0).
   const double micro_batches =
       ctx_->config.average_micro_batches ? double(ctx_->config.gradient_accumulation_steps) : 1.0;
-  const double terms = double(ctx_->layout.world_size()) * micro_batches;
+  const int replicas = ctx_->replicas != nullptr ? ctx_->replicas->world_size() : 1;
+  const double terms = double(ctx_->layout.world_size()) * replicas * micro_batches;
   if (scaler_) return static_cast<float>(1.0 / (terms * scaler_->scale()));
   return 1.0f / static_cast<float>(terms);
 }

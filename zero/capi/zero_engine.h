@@ -177,8 +177,8 @@ typedef struct zero_param_spec {
  *   host_capacity, offload_overlap, overlap_comm, prefetch_elements, max_live_elements,
  *   max_reuse_distance, persistence_threshold, quantized_weights_bits,
  *   quantized_gradients_bits (0, 4 or 8), quantization_block,
- *   stochastic_rounding, error_feedback, hpz_partition_size (zero/config.h
- *   says each),
+ *   stochastic_rounding, error_feedback, hpz_partition_size,
+ *   shard_group_size (zero/config.h says each),
  *   optimizer {type: "adam" | "adamw" | "sgd", groups: [{...}, ...]} with
  *   torch's keys and defaults per group: adam/adamw {lr, betas, eps,
  *   weight_decay, maximize}, sgd {lr, momentum, dampening, weight_decay,

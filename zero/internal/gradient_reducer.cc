@@ -191,6 +191,7 @@ absl::Status GradientReducer::ReduceUnit(int unit) {
   } else if (ctx_.config.stage == 0) {
     float* sum = reinterpret_cast<float*>(staging);
     RETURN_IF_ERROR(comm->AllReduce(sum, sum, u.padded, DType::kF32, ReduceOp::kSum, stream));
+    RETURN_IF_ERROR(AcrossReplicas(sum, u.padded));
     if (!first) RETURN_IF_ERROR(Store(states_.WholeGrads(unit), sum, u.padded, first));
   } else if (first && !ctx_.offload()) {
     // Lands in this rank's piece: of the whole gradients in place (stage 1
@@ -246,6 +247,7 @@ absl::Status GradientReducer::ReduceWidened(int unit, const char* staging, bool 
     }
     if (whole) {
       RETURN_IF_ERROR(ctx_.comm->AllReduce(w, w, k, DType::kF32, ReduceOp::kSum, stream));
+      RETURN_IF_ERROR(AcrossReplicas(w, k));
       RETURN_IF_ERROR(Store(states_.WholeGrads(unit) + at * esize, w, k, first));
     } else {
       RETURN_IF_ERROR(ReduceScatter(unit, w, piece.data<float>(), k, at * n));
@@ -259,8 +261,9 @@ absl::Status GradientReducer::ReduceScatter(int unit, const float* send, float* 
                                             size_t count, size_t at) {
   const int bits = ctx_.config.quantized_gradients_bits;
   if (bits == 0) {
-    return ctx_.comm->ReduceScatter(send, recv, count, DType::kF32, ReduceOp::kSum,
-                                    ctx_.comm_stream);
+    RETURN_IF_ERROR(ctx_.comm->ReduceScatter(send, recv, count, DType::kF32, ReduceOp::kSum,
+                                             ctx_.comm_stream));
+    return AcrossReplicas(recv, count);
   }
   float* residual = nullptr;
   if (ctx_.config.error_feedback) {
@@ -273,8 +276,17 @@ absl::Status GradientReducer::ReduceScatter(int unit, const float* send, float* 
     }
     residual = kept.data<float>() + at;
   }
-  return QuantizedReduceScatter(*ctx_.comm, send, recv, count, DType::kF32,
-                                ctx_.Quantized(bits, quantized_calls_++), residual);
+  RETURN_IF_ERROR(QuantizedReduceScatter(*ctx_.comm, send, recv, count, DType::kF32,
+                                         ctx_.Quantized(bits, quantized_calls_++), residual));
+  return AcrossReplicas(recv, count);
+}
+
+// Hybrid sharding: the group's sums added over the replicas, in group order
+// (each group's sum, then the groups: hierarchical_communicator.h's order).
+absl::Status GradientReducer::AcrossReplicas(float* data, size_t count) {
+  if (ctx_.replicas == nullptr) return absl::OkStatus();
+  return ctx_.replicas->AllReduce(data, data, count, DType::kF32, ReduceOp::kSum,
+                                  ctx_.comm_stream);
 }
 
 // Enqueued on the communication stream after the reduction that wrote `from`.

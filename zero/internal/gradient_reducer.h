@@ -75,6 +75,7 @@ class GradientReducer {
   // The reduce-scatter of `count` fp32 per rank from `send`, quantized when
   // configured; `at` is the send's place in the unit's residual.
   absl::Status ReduceScatter(int unit, const float* send, float* recv, size_t count, size_t at);
+  absl::Status AcrossReplicas(float* data, size_t count);
   // into = model dtype(from), or accumulated into it when !first.
   absl::Status Store(char* into, const float* from, size_t count, bool first);
   void ReleaseStaging(int unit);

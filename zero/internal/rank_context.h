@@ -23,7 +23,15 @@ namespace zero {
 struct RankContext {
   EngineConfig config;
   Layout layout;
+  // The ranks the model states are sharded over: the whole group, or with
+  // hybrid sharding (config.shard_group_size) this rank's shard group.
   Communicator* comm;
+  // Hybrid sharding: the ranks that hold the same shards in the other
+  // groups (gradients are all-reduced over them); null otherwise.
+  Communicator* replicas = nullptr;
+  // The communicator the engine was given (`comm` or composed of `comm` and
+  // `replicas`): failures, aborts and statistics go through it.
+  Communicator* whole = nullptr;
   DeviceSystem* devices;
   MemoryResource* pool;  // device memory of this rank
   // The compute-facing stream: the caller's work, the optimizer, copies in

@@ -1,4 +1,6 @@
-// ZeRO++'s quantized communication under the engine (issue 37): quantized
+// Issue 37 under the engine: hybrid sharding matches the reference of its
+// sum order bit for bit with the optimizer state of its group size;
+// ZeRO++'s quantized communication: quantized
 // gradients give the same bits at stages 1 and 2 (the same units; stage 3
 // lays units out by module, so its blocks, and so its roundings, differ)
 // and repeat on reruns, quantized runs reach the plain run's loss, error
@@ -10,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/zero/test_util.h"
 #include "tests/zero/training.h"
+#include "memory/tag.h"
 #include "zero/config.h"
 
 namespace zero::testing_model {
@@ -157,6 +160,50 @@ TEST(Hpz, NeedsStage3AndANodeOfItsSize) {
       EXPECT_THAT(r.status.message(), HasSubstr("hpz_partition_size 4 needs a hierarchical"))
           << r.status;
     }
+  }
+}
+
+// Hybrid sharding: groups of G shard, the groups replicate. Sums are each
+// group's, then the groups' (the two-level order), so the reference of that
+// order matches bit for bit at every stage; the optimizer state per rank is
+// that of G ranks, not N.
+class Hybrid : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(Hybrid, MatchesTheTwoLevelReferenceWithStateOfItsGroup) {
+  const auto [stage, world] = GetParam();
+  std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = QuantizedRun(stage, 0, 0);
+  run.world = world;
+  run.ranks_per_node = 2;
+  run.config.shard_group_size = 2;
+  absl::StatusOr<ParamSet> expected = TrainReference(*model, run, AdamW());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const RankResult hybrid = TrainRanks(*model, run);
+  ExpectBitIdentical(*expected, hybrid.params, "hybrid");
+  if (stage == 0) return;
+  run.config.shard_group_size = 0;  // fully sharded over the same two levels
+  const RankResult full = TrainRanks(*model, run);
+  ExpectBitIdentical(*expected, full.params, "fully sharded");
+  const auto state = [](const RankResult& r) {
+    return r.stats.pool.tags[static_cast<int>(Tag::kOptimizerState)].current;
+  };
+  // Sharded over 2 instead of `world`: (world / 2) times the bytes, give or
+  // take each unit's padding.
+  const double ratio = double(state(hybrid)) / double(state(full));
+  EXPECT_NEAR(ratio, world / 2.0, 0.15 * world / 2.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesByRanks, Hybrid,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(4, 8)));
+
+TEST(Hybrid, NeedsGroupsOfItsSize) {
+  std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = QuantizedRun(2, 0, 0);
+  run.config.shard_group_size = 2;
+  run.steps = 1;  // one node of 4: no groups of 2
+  for (const RankResult& r : TrainWithEngine(*model, run, AdamW())) {
+    EXPECT_THAT(r.status.message(), HasSubstr("shard_group_size 2 needs a hierarchical"))
+        << r.status;
   }
 }
 
