@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 # Each later issue adds its binaries here; each prints PASS/FAIL/SKIP lines
 # or is a GoogleTest binary.
 targets=(//bench:card_check //bench:card_timing //tests/optimizers:cuda_test
-         //tests/compute:elementwise_cuda_test
+         //tests/compute:elementwise_cuda_test //tests/compute:quantize_cuda_test
          //tests/memory/interop:thrust_cuda_test
          //tests/zero:card_training_test
          //tests/zero/checkpoint:card_checkpoint_test

@@ -12,6 +12,7 @@
 #include "memory/device_system.h"
 #include "optimizers/adam.h"
 #include "optimizers/sgd.h"
+#include "zero/comm/hierarchical_communicator.h"
 #include "zero/comm/meta_communicator.h"
 #include "zero/engine.h"
 
@@ -74,6 +75,13 @@ EngineConfig MakeEngineConfig(const Experiment& e, const Knobs& knobs) {
   config.prefetch_elements = knobs.prefetch_elements;
   config.persistence_threshold = knobs.persistence_threshold;
   config.max_live_elements = knobs.max_live_elements;
+  // Each setting where it applies, so one sweep covers every stage.
+  if (e.stage == 3) config.quantized_weights_bits = knobs.quantized_weights_bits;
+  if (e.stage >= 1) config.quantized_gradients_bits = knobs.quantized_gradients_bits;
+  if (knobs.hpz && e.stage == 3 && knobs.hierarchical && e.ranks > knobs.gpus_per_node &&
+      e.ranks % knobs.gpus_per_node == 0) {
+    config.hpz_partition_size = knobs.gpus_per_node;
+  }
   return config;
 }
 
@@ -139,6 +147,27 @@ class LastStep {
 
 }  // namespace
 
+namespace {
+
+// Rank 0's communicator: one level (a flat ring) on one node or when
+// hierarchical collectives are off, else the two groups of its node and of
+// its local rank, each rank 0 of a meta group.
+absl::StatusOr<std::unique_ptr<Communicator>> MetaGroup(int ranks, const Knobs& knobs,
+                                                        DeviceSystem& devices) {
+  const int per_node = knobs.gpus_per_node;
+  if (!knobs.hierarchical || ranks <= per_node || ranks % per_node != 0) {
+    return MetaCommunicator::Create(0, ranks);
+  }
+  ASSIGN_OR_RETURN(const Topology topology, Topology::Create(ranks, per_node));
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> intra, MetaCommunicator::Create(0, per_node));
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> inter,
+                   MetaCommunicator::Create(0, topology.nodes()));
+  return MakeHierarchicalCommunicator(topology, 0, std::move(intra), std::move(inter),
+                                      &devices.pool(0));
+}
+
+}  // namespace
+
 absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knobs,
                                           StepTimeline* timeline) {
   const auto start = std::chrono::steady_clock::now();
@@ -151,7 +180,7 @@ absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knob
   meta.count = 1;
   meta.capacity = kMetaCapacity;
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceSystem> devices, DeviceSystem::Create(meta, pool));
-  ASSIGN_OR_RETURN(std::unique_ptr<MetaCommunicator> comm, MetaCommunicator::Create(0, e.ranks));
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, MetaGroup(e.ranks, knobs, *devices));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(e.optimizer));
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(MakeEngineConfig(e, knobs), e.model->ToParamSpecs(),
@@ -159,10 +188,14 @@ absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knob
   StepRunner runner(script, *e.model, ToDType(e.precision), *engine, devices->pool(0));
   LastStep last_step(devices->pool(0), script.layers, timeline);
   OpStats before, last;
+  LevelBytes inside_before, across_before;
   for (int step = 0; step < knobs.steps; ++step) {
     const bool final_step = step + 1 == knobs.steps;
     if (final_step) last_step.Begin();
-    before = engine->stats().comm.Total();
+    const CommStats stats = engine->stats().comm;
+    before = stats.Total();
+    inside_before = stats.inside;
+    across_before = stats.across;
     RETURN_IF_ERROR(runner.Step([&](int mark) {
       if (final_step) last_step.OnMark(mark);
     }));
@@ -170,6 +203,17 @@ absl::StatusOr<Measurement> RunExperiment(const Experiment& e, const Knobs& knob
   }
   RETURN_IF_ERROR(last_step.End());
   Measurement m = Collect(*engine, last);
+  const CommStats after = engine->stats().comm;
+  if (comm->levels().has_value()) {
+    m.inside_per_step = after.inside.sent - inside_before.sent;
+    m.across_per_step = after.across.sent - across_before.sent;
+  } else {
+    // Rank 0 of a flat ring sends to its neighbour in its node; a node's
+    // last rank sends everything across: 1 in gpus_per_node on average.
+    const int per_node = std::min(knobs.gpus_per_node, e.ranks);
+    m.across_per_step = e.ranks > per_node ? last.bytes_sent / per_node : 0;
+    m.inside_per_step = last.bytes_sent - m.across_per_step;
+  }
   m.has_activations = activations.has_value();
   m.layer_activations = last_step.MiddleLayer();
   engine.reset();

@@ -38,6 +38,14 @@ struct Knobs {
   // Where offloaded optimizer state goes (--offload_device): nvme keeps
   // master weights and optimizer state in a file per rank (ZeRO-Infinity).
   OffloadDevice offload_device = OffloadDevice::kCpu;
+  // Communication across nodes (issue 37), when ranks fill more than one
+  // node of gpus_per_node: hierarchical collectives (else one flat ring),
+  // hpZ (a node's partition of stage 3's parameters), quantized weights and
+  // gradients (bits; 0: off).
+  bool hierarchical = true;
+  bool hpz = false;
+  int quantized_weights_bits = 0;
+  int quantized_gradients_bits = 0;
 };
 
 struct Experiment {
@@ -78,6 +86,10 @@ struct Measurement {
   size_t peak_host = 0;                          // pinned host memory (offload)
   size_t nvme = 0;                               // in the rank's NVMe file (ZeRO-Infinity)
   OpStats sent_per_step;                         // the last step's traffic
+  // The last step's bytes sent by level: inside the node, across nodes. A
+  // flat ring's across is its mean per rank (its nodes' last ranks carry it
+  // all); hierarchical collectives send the same across on every rank.
+  uint64_t inside_per_step = 0, across_per_step = 0;
   double seconds = 0;                            // wall time of this run
 };
 

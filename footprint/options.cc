@@ -345,6 +345,13 @@ ABSL_FLAG(ByteSize, device_memory, ByteSize{Knobs{}.device_memory},
           "the card to fit in (GB = 1e9 bytes, GiB = 2^30)");
 ABSL_FLAG(Count<(1 << 16)>, gpus_per_node, Count<(1 << 16)>{Knobs{}.gpus_per_node},
           "GPUs per node, for DeepSpeed's estimators");
+ABSL_FLAG(bool, hierarchical, Knobs{}.hierarchical,
+          "ranks on several nodes: collectives in two steps (inside, then across)");
+ABSL_FLAG(bool, hpz, Knobs{}.hpz, "stage 3 on several nodes: keep a node's partition (hpZ)");
+ABSL_FLAG(int, quantized_weights_bits, Knobs{}.quantized_weights_bits,
+          "stage 3's gathers quantized to 8 or 4 bits (0: off; ZeRO++'s qwZ)");
+ABSL_FLAG(int, quantized_gradients_bits, Knobs{}.quantized_gradients_bits,
+          "gradient reductions quantized to 8 or 4 bits (0: off; ZeRO++'s qgZ)");
 ABSL_FLAG(std::string, json, "", "also write the results as JSON to this file");
 ABSL_FLAG(std::string, csv, "", "also write the results as CSV to this file");
 ABSL_FLAG(std::string, svg, "", "also write a bar chart (SVG) to this file");
@@ -480,6 +487,10 @@ Options FromFlags() {
   o.knobs.steps = absl::GetFlag(FLAGS_steps).value;
   o.knobs.device_memory = absl::GetFlag(FLAGS_device_memory).bytes;
   o.knobs.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node).value;
+  o.knobs.hierarchical = absl::GetFlag(FLAGS_hierarchical);
+  o.knobs.hpz = absl::GetFlag(FLAGS_hpz);
+  o.knobs.quantized_weights_bits = absl::GetFlag(FLAGS_quantized_weights_bits);
+  o.knobs.quantized_gradients_bits = absl::GetFlag(FLAGS_quantized_gradients_bits);
   o.knobs.offload_device = absl::GetFlag(FLAGS_offload_device).value;
   o.json_path = absl::GetFlag(FLAGS_json);
   o.csv_path = absl::GetFlag(FLAGS_csv);

@@ -74,6 +74,8 @@ std::vector<Field> Fields(const Row& r) {
       {"elements_sent_per_step", absl::StrCat(sent.elements_sent)},
       {"bytes_sent_per_step", absl::StrCat(sent.bytes_sent)},
       {"elements_received_per_step", absl::StrCat(sent.elements_received)},
+      {"bytes_inside_per_step", absl::StrCat(m.inside_per_step)},
+      {"bytes_across_per_step", absl::StrCat(m.across_per_step)},
       {"sent_over_psi", Num(r.psi ? sent.elements_sent / static_cast<double>(r.psi) : 0)},
       {"seconds", absl::StrFormat("%.3f", m.seconds)},
   };

@@ -100,3 +100,39 @@ TEST(MeasuredTest, DeepSeekV3OnAThousandRanks) {
 
 }  // namespace
 }  // namespace zero::footprint
+
+namespace zero::footprint {
+namespace {
+
+// Issue 37's settings on 4 nodes of 8: bytes across nodes per rank shrink
+// from the flat ring's mean through hierarchical collectives to hpZ with
+// int8 weights and int4 gradients; the bytes inside and across add up to
+// what a flat ring sends.
+TEST(MeasuredTest, BytesAcrossNodesFollowTheTopologySettings) {
+  const ModelSpec model = *Preset("gpt2-small");
+  const Experiment e{&model, 32, 3, Precision::kBF16, OptimizerKind::kAdam, Offload::kNone};
+  auto across = [&](Knobs knobs) {
+    knobs.gpus_per_node = 8;
+    absl::StatusOr<Measurement> m = RunExperiment(e, knobs);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? *m : Measurement{};
+  };
+  Knobs flat_knobs;
+  flat_knobs.hierarchical = false;
+  const Measurement flat = across(flat_knobs);
+  EXPECT_EQ(flat.inside_per_step + flat.across_per_step, flat.sent_per_step.bytes_sent);
+  const Measurement hier = across({});
+  // 4 nodes of 8: (M - 1) / (N - 1) * G = 3 / 31 * 8 of the flat mean, up
+  // to the persistent units' collectives.
+  EXPECT_NEAR(double(hier.across_per_step) / double(flat.across_per_step), 24.0 / 31, 0.03);
+  Knobs all;
+  all.hpz = true;
+  all.quantized_weights_bits = 8;
+  all.quantized_gradients_bits = 4;
+  const Measurement zeropp = across(all);
+  EXPECT_LT(zeropp.across_per_step * 5, hier.across_per_step);
+  EXPECT_GT(zeropp.across_per_step, 0u);
+}
+
+}  // namespace
+}  // namespace zero::footprint
