@@ -4,7 +4,8 @@
 //  - bytes across nodes per rank in one steady step (the second), the
 //    largest over the ranks (the NIC that sets the step's pace) and the
 //    mean, for plain stage 3 (a flat ring), hierarchical collectives, hpZ,
-//    quantized weights (int8), quantized gradients (int4), and all of them,
+//    quantized weights (int8), quantized gradients (int4), and all of them
+//    (with int4 gradients, and with int8: the setting that keeps the loss),
 //    each as a ratio to plain stage 3 in the same run. Goal: all together at
 //    most 1/6 of plain, in the mean (ZeRO++ reaches 1/4);
 //  - step time on a two-level simulated link (inside a node 100 MB/s per
@@ -45,7 +46,8 @@ constexpr Setting kSettings[] = {{"plain stage 3 (flat ring)", false, 0, 0, fals
                                  {"hierarchical + hpZ", true, 0, 0, true},
                                  {"hierarchical + qwZ int8", true, 8, 0, false},
                                  {"hierarchical + qgZ int4", true, 0, 4, false},
-                                 {"all together", true, 8, 4, true}};
+                                 {"all together", true, 8, 4, true},
+                                 {"all, int8 gradients", true, 8, 8, true}};
 constexpr int kAll = 5;
 
 EngineConfig ConfigOf(const Setting& s) {
@@ -115,10 +117,13 @@ int Main(bool report_only) {
     std::printf("%-28s %14.0f %14.0f %10.3f %10.3f\n", s.name, m->max_across, m->mean_across,
                 m->max_across / bytes[0].max_across, m->mean_across / bytes[0].mean_across);
   }
-  const double all_ratio = bytes.back().mean_across / bytes[0].mean_across;
-  std::printf("goal: all together <= 1/6 (0.167) of plain in the mean: %.3f %s\n\n", all_ratio,
-              all_ratio <= 1.0 / 6 ? "met" : "MISSED");
-  failed |= all_ratio > 1.0 / 6;
+  for (size_t i = kAll; i < bytes.size(); ++i) {
+    const double ratio = bytes[i].mean_across / bytes[0].mean_across;
+    std::printf("goal: %s <= 1/6 (0.167) of plain in the mean: %.3f %s\n", kSettings[i].name,
+                ratio, ratio <= 1.0 / 6 ? "met" : "MISSED");
+    failed |= ratio > 1.0 / 6;
+  }
+  std::printf("\n");
 
   // Time: the link first alone (plain stage 3's communication time), then
   // with compute equal to it spread over the layers' passes.
