@@ -115,6 +115,11 @@ def _zeropp(z, engine):
     hpz = z.take("zero_hpz_partition_size", int, 1, lambda v: v >= 1)
     if hpz > 1:
         engine["hpz_partition_size"] = hpz
+    # Hybrid sharding: DeepSpeed's MiCS shard size (FSDP2's HSDP shard dim is
+    # zero's own "zero": {"shard_group_size": ...}).
+    mics = z.take("mics_shard_size", int, -1, lambda v: v == -1 or v >= 1)
+    if mics > 0:
+        engine["shard_group_size"] = mics
 
 
 def _zero_optimization(reader, engine):
@@ -205,8 +210,10 @@ def engine_config(config, world_size):
                                                 lambda v: v in ("module", "block"))
         # False: one flat group even when torchrun's nodes hold several ranks.
         options["hierarchical"] = own.take("hierarchical", bool, True)
-        for key in ("quantization_block", "stochastic_rounding", "error_feedback"):
-            value = own.take(key, int if key == "quantization_block" else bool)
+        for key in ("quantization_block", "stochastic_rounding", "error_feedback",
+                    "shard_group_size"):
+            value = own.take(key, bool if key in ("stochastic_rounding", "error_feedback")
+                             else int)
             if value is not None:
                 engine[key] = value
         # False: each micro-batch's loss is already divided by their count

@@ -67,6 +67,8 @@ class Engine:
             self.collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
             self.rank, self.world = self.collectives.rank, self.collectives.world
             per_node = ranks_per_node(group) if hierarchical else self.world
+            # Hybrid sharding: the groups are its shard groups, whatever the nodes.
+            per_node = config.get("shard_group_size") or per_node
             if per_node < self.world:
                 comm = self._hierarchical(per_node, ordered)
             else:

@@ -2,7 +2,9 @@
 c10d rendezvous), so LOCAL_WORLD_SIZE and the node ranks are torchrun's own:
 the package's communicator is hierarchical there (stages agree bit for bit:
 every reduction sums each node, then the nodes), counts bytes across
-nodes, and ZeRO++'s DeepSpeed keys train with fewer of them."""
+nodes, ZeRO++'s DeepSpeed keys train with fewer of them, and hybrid
+sharding (mics_shard_size, zero.shard_group_size) gives the same bits with
+the optimizer state of its group."""
 
 import json
 
@@ -21,6 +23,9 @@ def test_two_nodes_hierarchical_and_zeropp(tmp_path):
         "stage3": {"config": {"zero_optimization": _S3}},
         "flat_stage3": {"config": {"zero_optimization": _S3, "zero": {"hierarchical": False}}},
         "zeropp": {"config": {"zero_optimization": zpp}},
+        # Hybrid sharding in groups of 2 (DeepSpeed's key, FSDP2-style own key).
+        "mics": {"config": {"zero_optimization": dict(_S3, mics_shard_size=2)}},
+        "hsdp": {"config": {"zero_optimization": {"stage": 2}, "zero": {"shard_group_size": 2}}},
     }
     cases_file, out = tmp_path / "cases.json", tmp_path / "results.json"
     cases_file.write_text(json.dumps(cases))
@@ -29,8 +34,13 @@ def test_two_nodes_hierarchical_and_zeropp(tmp_path):
     results = json.loads(out.read_text())
     for name, r in results.items():
         assert r["ranks_agree"], name
-    assert results["stage0"]["digest"] == results["stage2"]["digest"] == \
-        results["stage3"]["digest"]
+    # Every reduction sums each node, then the nodes: the same bits at every
+    # stage, and sharding in groups (hybrid) changes nothing in the arithmetic.
+    assert len({results[n]["digest"] for n in ("stage0", "stage2", "stage3", "mics", "hsdp")}) == 1
+    # Hybrid: the optimizer state of 2 ranks, not 4.
+    state = {n: results[n]["stats"]["pool"]["tags"]["optimizer_state"]["current"]
+             for n in ("stage3", "mics")}
+    assert 1.8 < state["mics"] / state["stage3"] < 2.2, state
     for name in ("stage3", "flat_stage3"):
         assert results[name]["concatenated_max_diff"] < 0.01, results[name]
     levels = {n: r["stats"]["levels"] for n, r in results.items()}
