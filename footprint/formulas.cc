@@ -12,6 +12,26 @@ double StateBytesPerElement(Precision precision, OptimizerKind optimizer) {
   return master + moments;
 }
 
+double AcrossBytesPerStep(const AcrossInput& in) {
+  const int g = in.gpus_per_node;
+  if (in.ranks <= g || in.ranks % g != 0) return 0;  // one node, or nodes this program won't form
+  const double n = in.ranks, nodes = n / g;
+  const double share = in.hierarchical ? (nodes - 1) / n : (n - 1) / n / g;
+  auto quantized = [&](int bits, double plain) {
+    return bits == 0 ? plain : bits / 8.0 + 4.0 / static_cast<double>(in.block);
+  };
+  const double w = quantized(in.stage == 3 ? in.weight_bits : 0, in.param_bytes);
+  const double grad = quantized(in.stage >= 1 ? in.gradient_bits : 0, 4);
+  double bytes = 0;
+  switch (in.stage) {
+    case 0: bytes = 2 * grad; break;
+    case 1:
+    case 2: bytes = grad + in.param_bytes; break;
+    default: bytes = w + (in.hpz && in.hierarchical ? 0 : w) + grad; break;
+  }
+  return in.psi * share * bytes;
+}
+
 StateBytes PaperModelStates(const FormulaInput& in) {
   const double p = ParamBytes(in.precision);
   return ModelStateFormula({.psi = in.psi,

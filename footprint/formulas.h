@@ -58,6 +58,27 @@ double StateBytesPerElement(Precision precision, OptimizerKind optimizer);
 // The ZeRO paper's model states of one rank.
 StateBytes PaperModelStates(const FormulaInput& in);
 
+// ZeRO++'s accounting (arXiv 2306.10209, section 3) of the bytes one rank
+// sends across nodes in a step, in this program's collectives: each
+// collective over Ψ elements sends (nodes - 1) / N of them across on every
+// rank when hierarchical, and (N - 1) / N on a node's last rank when a flat
+// ring (the mean over ranks: that over gpus_per_node). Stage 3 sends the
+// weights twice (forward and backward gathers; once with hpZ) and the
+// gradients once (reduced in fp32, 4 bytes, or quantized: bits / 8 plus a
+// 4-byte scale per block); stages 1-2 the gradients and the weights after
+// the step; stage 0 the gradients twice (all-reduce). Persistent units and
+// padding are left out. ZeRO-3: 3 Ψ units, ZeRO++: 0.75 (int8 weights, hpZ,
+// int4 gradients, at 2-byte weights).
+struct AcrossInput {
+  double psi = 0;
+  int ranks = 1, gpus_per_node = 8, stage = 3;
+  double param_bytes = 2;
+  bool hierarchical = true, hpz = false;
+  int weight_bits = 0, gradient_bits = 0;
+  size_t block = 512;
+};
+double AcrossBytesPerStep(const AcrossInput& in);
+
 struct Zero2Estimate {
   int64_t cpu = 0, gpu = 0;
 };

@@ -76,6 +76,7 @@ std::vector<Field> Fields(const Row& r) {
       {"elements_received_per_step", absl::StrCat(sent.elements_received)},
       {"bytes_inside_per_step", absl::StrCat(m.inside_per_step)},
       {"bytes_across_per_step", absl::StrCat(m.across_per_step)},
+      {"zeropp_across_formula_bytes", Int(r.across_formula)},
       {"sent_over_psi", Num(r.psi ? sent.elements_sent / static_cast<double>(r.psi) : 0)},
       {"seconds", absl::StrFormat("%.3f", m.seconds)},
   };

@@ -64,6 +64,17 @@ Row MakeRow(const Experiment& e, const Measurement& m, const Knobs& knobs) {
   in.psi = static_cast<double>(m.padded_numel - m.numel);
   const StateBytes pad = PaperModelStates(in);
   row.padding = pad.device() + pad.host + pad.nvme;
+  row.across_formula = AcrossBytesPerStep(
+      {.psi = static_cast<double>(m.numel),
+       .ranks = e.ranks,
+       .gpus_per_node = knobs.gpus_per_node,
+       .stage = e.stage,
+       .param_bytes = ParamBytes(e.precision),
+       .hierarchical = knobs.hierarchical,
+       .hpz = knobs.hpz,
+       .weight_bits = knobs.quantized_weights_bits,
+       .gradient_bits = knobs.quantized_gradients_bits,
+       .block = EngineConfig{}.quantization_block});
   row.device_memory = knobs.device_memory;
   row.activations = e.ActivationsFor();
   if (row.activations.has_value()) {

@@ -21,6 +21,7 @@ struct Row {
   StateBytes paper;    // the ZeRO paper's formula at Ψ
   double padding = 0;  // bytes of this rank's states that are padding
   DeepSpeedFigures deepspeed;
+  double across_formula = 0;  // AcrossBytesPerStep for this run's settings
   size_t device_memory = 0;
   // With activations: the options they ran with, the bytes a layer keeps
   // by this program's accounting (activations.h) and by Korthikanti et al.

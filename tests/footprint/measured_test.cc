@@ -134,5 +134,26 @@ TEST(MeasuredTest, BytesAcrossNodesFollowTheTopologySettings) {
   EXPECT_GT(zeropp.across_per_step, 0u);
 }
 
+// With every module used once (llama2-7b is untied), the bytes across are
+// ZeRO++'s accounting (AcrossBytesPerStep) to within the persistent units.
+TEST(MeasuredTest, BytesAcrossAreTheFormula) {
+  const ModelSpec model = *Preset("llama2-7b");
+  const Experiment e{&model, 32, 3, Precision::kBF16, OptimizerKind::kAdam, Offload::kNone};
+  Knobs flat, hier, all;
+  flat.hierarchical = false;
+  all.hpz = true;
+  all.quantized_weights_bits = 8;
+  all.quantized_gradients_bits = 4;
+  for (Knobs knobs : {flat, hier, all}) {
+    knobs.gpus_per_node = 8;
+    absl::StatusOr<Measurement> m = RunExperiment(e, knobs);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const Row row = MakeRow(e, *m, knobs);
+    ASSERT_GT(row.across_formula, 0);
+    EXPECT_NEAR(m->across_per_step / row.across_formula, 1.0, 1e-3)
+        << "hierarchical " << knobs.hierarchical << " hpz " << knobs.hpz;
+  }
+}
+
 }  // namespace
 }  // namespace zero::footprint
