@@ -62,9 +62,12 @@ std::vector<PlanLine> RankPlan(const std::vector<Row>& rows, const Options& o) {
     line.fits = r.fits() && line.host_per_node <= static_cast<double>(o.host_memory);
     lines.push_back(line);
   }
+  // Over several nodes the slow link sets the pace: bytes across it first
+  // (with the topology settings given: --hierarchical, --hpz, --quantized_*).
   auto cost = [](const PlanLine& l) {
     const Row& r = *l.row;
-    return std::make_tuple(r.measured.sent_per_step.bytes_sent, l.host_per_node, l.recompute,
+    return std::make_tuple(r.measured.across_per_step, r.measured.sent_per_step.bytes_sent,
+                           l.host_per_node, l.recompute,
                            -static_cast<int64_t>(r.activations ? r.activations->micro_batch : 0),
                            r.stage);
   };
@@ -93,8 +96,8 @@ std::string FormatPlan(const std::vector<PlanLine>& lines, const Options& o, dou
                                           std::string(Name(a.attention)),
                                           std::string(Name(first.precision))));
   }
-  absl::StrAppend(&out, fitting > 0 ? "Cheapest first (bytes sent per step, host memory, "
-                                      "recomputation, then larger micro-batches):\n\n"
+  absl::StrAppend(&out, fitting > 0 ? "Cheapest first (bytes across nodes per step, bytes sent, "
+                                      "host memory, recomputation, then larger micro-batches):\n\n"
                                     : "Nothing fits; the closest:\n\n");
   std::vector<std::vector<std::string>> cells;
   for (const PlanLine& l : lines) {
@@ -107,17 +110,20 @@ std::string FormatPlan(const std::vector<PlanLine>& lines, const Options& o, dou
          FormatGB(static_cast<double>(r.measured.peak_reserved)),
          a ? FormatGB(r.measured.activations) : "-", FormatGB(l.host_per_node),
          FormatGB(static_cast<double>(r.measured.sent_per_step.bytes_sent)),
-         Percent(l.recompute), l.fits ? "yes" : "NO"});
+         FormatGB(static_cast<double>(r.measured.across_per_step)), Percent(l.recompute),
+         l.fits ? "yes" : "NO"});
   }
   absl::StrAppend(
       &out,
       RenderTable({"#", "stage", "offload", "ckpt", "mb", "peak", "act", "host/node", "sent/step",
-                   "recompute", "fits"},
-                  {false, false, true, true, false, false, false, false, false, false, true},
+                   "across/step", "recompute", "fits"},
+                  {false, false, true, true, false, false, false, false, false, false, false, true},
                   cells),
       "\npeak: the card's peak (reserved), GB; act: of it, activations at their peak; host/node: "
       "pinned host\nmemory of the node's ranks; sent/step: bytes each rank sends per step; "
-      "recompute: FLOPs that\ncheckpointing adds to a step.\n");
+      "across/step: of those, bytes\nacross nodes (the mean per rank; "
+      "--hierarchical, --hpz, --quantized_* change it); recompute: FLOPs that\ncheckpointing "
+      "adds to a step.\n");
   return out;
 }
 

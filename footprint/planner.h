@@ -1,9 +1,11 @@
 // The planner (--plan): which ZeRO stage, offload, activation checkpointing
 // and micro-batch size let one model train on --cards x --nodes cards of
 // --device_memory. It runs the experiment for every combination (the same
-// runs as a sweep) and lists those that fit, cheapest first: bytes each
-// rank sends per step, then host memory per node, then recomputation, then
-// the larger micro-batch. Pure functions over the sweep's rows.
+// runs as a sweep, with the topology settings given: hierarchical
+// collectives, hpZ, quantized weights and gradients) and lists those that
+// fit, cheapest first: bytes each rank sends across nodes per step, then
+// all it sends, then host memory per node, then recomputation, then the
+// larger micro-batch. Pure functions over the sweep's rows.
 #pragma once
 
 #include <string>

@@ -23,7 +23,7 @@ std::vector<std::vector<std::string>> PlanLines(const std::string& out) {
   std::vector<std::vector<std::string>> lines;
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
     std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (!cells.empty() && cells.size() == 11 && std::isdigit(cells[0][0])) lines.push_back(cells);
+    if (!cells.empty() && cells.size() == 12 && std::isdigit(cells[0][0])) lines.push_back(cells);
   }
   return lines;
 }
@@ -109,7 +109,8 @@ TEST(PlannerTest, PrintsWhatFitsInOrderOfCost) {
   ASSERT_GT(lines.size(), 4u);
   for (size_t i = 1; i < lines.size(); ++i) {
     EXPECT_LE(std::stod(lines[i - 1][8]), std::stod(lines[i][8])) << i;  // sent/step
-    EXPECT_EQ(lines[i][10], "yes");
+    EXPECT_EQ(lines[i][11], "yes");
+    EXPECT_EQ(std::stod(lines[i][9]), 0.0);  // one node: nothing across
   }
   EXPECT_THAT(r.err, HasSubstr("footprint: [32/32] gpt2-small N=2 stage 3"));
   EXPECT_THAT(r.err, Not(HasSubstr("left out")));
@@ -123,7 +124,35 @@ TEST(PlannerTest, NothingFitsShowsTheClosest) {
   EXPECT_THAT(r.out, HasSubstr("Nothing fits; the closest:"));
   const auto lines = PlanLines(r.out);
   ASSERT_EQ(lines.size(), 5u);
-  EXPECT_EQ(lines[0][10], "NO");
+  EXPECT_EQ(lines[0][10 + 1], "NO");
+}
+
+// Over several nodes the plan orders by the bytes across nodes, and the
+// topology settings given (hpZ, quantized weights and gradients) change them.
+TEST(PlannerTest, SeveralNodesOrderByBytesAcross) {
+  auto plan = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--plan", "--model=gpt2-small", "--cards=4", "--nodes=2",
+                                     "--device_memory=80GB", "--seq=256", "--micro_batch=1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Result r = Footprint(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return PlanLines(r.out);
+  };
+  const auto plain = plan({});
+  ASSERT_GT(plain.size(), 4u);
+  for (size_t i = 1; i < plain.size(); ++i) {
+    EXPECT_LE(std::stod(plain[i - 1][9]), std::stod(plain[i][9])) << i;  // across/step
+  }
+  auto stage3_across = [](const std::vector<std::vector<std::string>>& lines) {
+    for (const auto& line : lines) {
+      if (line[1] == "3" && line[2] == "none" && line[3] == "none") return std::stod(line[9]);
+    }
+    return 0.0;
+  };
+  const double zeropp = stage3_across(
+      plan({"--hpz", "--quantized_weights_bits=8", "--quantized_gradients_bits=8"}));
+  EXPECT_GT(stage3_across(plain), 0);
+  EXPECT_LT(zeropp * 3, stage3_across(plain));
 }
 
 TEST(PlannerTest, OptionsItChoosesItselfAreOneLineAndExitTwo) {
