@@ -201,6 +201,10 @@ const Layout& Engine::layout() const { return ctx_->layout; }
 const EngineConfig& Engine::config() const { return ctx_->config; }
 Stream* Engine::stream() const { return ctx_->stream; }
 Stream* Engine::comm_stream() const { return ctx_->comm_stream; }
+
+int Engine::replicas() const {
+  return ctx_->replicas != nullptr ? ctx_->replicas->world_size() : 1;
+}
 size_t Engine::live_gathered_elements() const { return gatherer_->live_elements(); }
 
 // Between BeginRestore and EndRestore the states are half rebuilt and the

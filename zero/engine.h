@@ -103,6 +103,8 @@ class Engine {
 
   const Layout& layout() const;
   const EngineConfig& config() const;
+  // Groups holding the same shards (hybrid sharding, config().shard_group_size); 1 otherwise.
+  int replicas() const;
 
   // The full fp32 values of parameter `id`, identical on every rank after
   // each Step. At stage 3 only while its module is fetched (else

@@ -31,6 +31,9 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Model& model, con
   ASSIGN_OR_RETURN(c->devices_, DeviceSystem::Create({run.kind, run.world, run.capacity}));
   LocalGroup::Options options;
   options.timeout = absl::Seconds(20);
+  options.devices = c->devices_.get();
+  options.ranks_per_node = run.ranks_per_node;
+  options.hierarchical = run.hierarchical;
   ASSIGN_OR_RETURN(c->comms_, LocalGroup::Create(run.world, options));
   ASSIGN_OR_RETURN(c->optimizer_, optimizer());
   c->engines_.resize(run.world);

@@ -403,5 +403,22 @@ TEST(CheckpointAtomicity, UnusableRootIsAnErrorOnEveryRank) {
   EXPECT_TRUE(saver->Train(0, 1).ok()) << "the engines carry on";
 }
 
+// Hybrid sharding: every replica group holds the same shards; until its
+// checkpoints are built a save is refused on every rank, and training goes on.
+TEST(CheckpointHybrid, IsRefusedOnEveryRank) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(4, 2);
+  run.ranks_per_node = 2;
+  run.config.shard_group_size = 2;
+  std::unique_ptr<Cluster> cluster = MakeCluster(*model, run);
+  ASSERT_TRUE(cluster);
+  ASSERT_TRUE(cluster->Train(0, 1).ok());
+  for (const absl::Status& s : cluster->Save(FreshDir("hybrid"))) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("hybrid sharding"));
+  }
+  EXPECT_TRUE(cluster->Train(1, 2).ok()) << "the engines carry on";
+}
+
 }  // namespace
 }  // namespace zero::testing_model

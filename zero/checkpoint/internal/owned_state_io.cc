@@ -15,6 +15,13 @@ absl::Status CheckParticipant(const Participant& rank) {
         "checkpoints need devices that hold bytes; these are meta devices");
   }
   const Layout& layout = rank.engine.layout();
+  if (rank.engine.replicas() > 1) {
+    // Each replica group holds the same shards: its files would be written
+    // once per group, and a load would need to know which group reads.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoints of hybrid sharding (groups of %d, %d replicas) are not built yet",
+        rank.engine.config().shard_group_size, rank.engine.replicas()));
+  }
   if (layout.world_size() != rank.comm.world_size()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("the engine is laid out for %d ranks, the communicator has %d",
