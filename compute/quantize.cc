@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
+#include <type_traits>
 
 #include "absl/strings/str_format.h"
 #include "compute/cuda/launch.h"
 #include "compute/on_device.h"
 #include "compute/parallel.h"
+#include "compute/quantize_loops.h"
 
 namespace zero {
 
@@ -63,83 +64,35 @@ absl::Status ValidateDequantize(const DequantizeOp& op) {
 
 namespace {
 
-// The host's loops, a block at a time with the element type and the width
-// fixed, so the compiler keeps them in registers and vectorizes them; the
-// arithmetic is quantize_rule.h's, element by element as the kernels do it.
-template <class T>
-void QuantizeBlock(const QuantizeOp& op, size_t b, float* v) {
-  const size_t block = op.format.block;
-  const size_t begin = b * block, n = std::min(block, op.count - begin);
-  const T* src = static_cast<const T*>(op.src) + begin;
-  float* residual = op.residual != nullptr ? op.residual + begin : nullptr;
-  float absmax = 0;
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = residual != nullptr ? ToFloat(src[i]) + residual[i] : ToFloat(src[i]);
-    const float a = std::fabs(v[i]);
-    absmax = (a > absmax || a != a) ? a : absmax;
-  }
-  const float scale = BlockScale(absmax, op.format);
-  QuantScales(op.dst)[b] = scale;
-  uint8_t* payload = QuantPayload(op.dst, op.count, op.format);
-  for (size_t i = 0; i < n; i += 2) {
-    const int q0 = QuantizeValue(v[i], scale, op.format, op.index_base + begin + i);
-    const int q1 = i + 1 < n ? QuantizeValue(v[i + 1], scale, op.format,
-                                             op.index_base + begin + i + 1)
-                             : 0;
-    if (residual != nullptr) {
-      residual[i] = v[i] - DequantizeValue(q0, scale);
-      if (i + 1 < n) residual[i + 1] = v[i + 1] - DequantizeValue(q1, scale);
-    }
-    if (op.format.bits == 8) {
-      payload[begin + i] = static_cast<uint8_t>(static_cast<int8_t>(q0));
-      if (i + 1 < n) payload[begin + i + 1] = static_cast<uint8_t>(static_cast<int8_t>(q1));
-    } else {
-      StoreQuantizedPair(payload, begin + i, q0, q1, 4);
-    }
-  }
-}
+using quantize_detail::BlockAbsMax;
+using quantize_detail::ByDType;
+using quantize_detail::QuantizePairs;
+using quantize_detail::StoreElement;
+using quantize_detail::SumAt;
 
-// acc[0, n) = the parts' block b read back, added in part order.
-template <int kBits>
-void SumBlock(const DequantizeOp& op, size_t b, size_t n, float* acc) {
-  const size_t stride = op.part_stride != 0 ? op.part_stride : QuantizedBytes(op.count, op.format);
-  const size_t begin = b * op.format.block;
-  for (int p = 0; p < op.parts; ++p) {
-    const char* part = static_cast<const char*>(op.src) + p * stride;
-    const float scale = QuantScales(part)[b];
-    const uint8_t* payload = QuantPayload(part, op.count, op.format);
-    for (size_t i = 0; i < n; ++i) {
-      const float x = DequantizeValue(LoadQuantized(payload, begin + i, kBits), scale);
-      acc[i] = p == 0 ? x : acc[i] + x;
-    }
-  }
-}
-
-template <class T>
-void StoreBlock(const DequantizeOp& op, size_t b, size_t n, const float* acc) {
-  T* dst = static_cast<T*>(op.dst) + b * op.format.block;
-  for (size_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(acc[i]);
-}
-
+// fn(block) over the CPU pool, a few blocks per chunk.
 template <class Fn>
 void ForBlocks(size_t blocks, size_t block, Fn fn) {
   ParallelFor(blocks, [&](size_t first, size_t last) {
-    std::vector<float> scratch(block);
-    for (size_t b = first; b < last; ++b) fn(b, scratch.data());
+    for (size_t b = first; b < last; ++b) fn(b);
   }, ChunkPolicy{.min_chunk = std::max<size_t>(1, 16384 / block), .multiple = 1});
 }
 
 }  // namespace
 
+// The shared loops of quantize_loops.h, a block per iteration on one thread.
 void QuantizeOnHost(const QuantizeOp& op) {
   if (op.count == 0) return;
+  const size_t block = op.format.block;
   const size_t blocks = QuantBlocks(op.count, op.format);
-  ForBlocks(blocks, op.format.block, [&](size_t b, float* v) {
-    switch (op.dtype) {
-      case DType::kBF16: return QuantizeBlock<bf16>(op, b, v);
-      case DType::kF16: return QuantizeBlock<f16>(op, b, v);
-      default: return QuantizeBlock<float>(op, b, v);
-    }
+  ByDType(op.dtype, [&](auto type) {
+    using T = decltype(type);
+    ForBlocks(blocks, block, [&](size_t b) {
+      const size_t begin = b * block, end = std::min(begin + block, op.count);
+      const float scale = BlockScale(BlockAbsMax<T>(op, begin, end, 0, 1), op.format);
+      QuantScales(op.dst)[b] = scale;
+      QuantizePairs<T>(op, scale, begin, end, 0, 1);
+    });
   });
   // The padding to whole words is zeros, so equal chunks are equal bytes.
   const size_t used = 4 * blocks + QuantPayloadBytes(op.count, op.format);
@@ -148,17 +101,20 @@ void QuantizeOnHost(const QuantizeOp& op) {
 
 void DequantizeSumOnHost(const DequantizeOp& op) {
   const size_t block = op.format.block;
-  ForBlocks(QuantBlocks(op.count, op.format), block, [&](size_t b, float* acc) {
-    const size_t n = std::min(block, op.count - b * block);
+  auto sum = [&](auto bits, auto type) {
+    using T = decltype(type);
+    ForBlocks(QuantBlocks(op.count, op.format), block, [&](size_t b) {
+      const size_t end = std::min((b + 1) * block, op.count);
+      for (size_t i = b * block; i < end; ++i) {
+        StoreElement<T>(op.dst, i, SumAt<decltype(bits)::value>(op, i, b));
+      }
+    });
+  };
+  ByDType(op.dtype, [&](auto type) {
     if (op.format.bits == 8) {
-      SumBlock<8>(op, b, n, acc);
+      sum(std::integral_constant<int, 8>{}, type);
     } else {
-      SumBlock<4>(op, b, n, acc);
-    }
-    switch (op.dtype) {
-      case DType::kBF16: return StoreBlock<bf16>(op, b, n, acc);
-      case DType::kF16: return StoreBlock<f16>(op, b, n, acc);
-      default: return StoreBlock<float>(op, b, n, acc);
+      sum(std::integral_constant<int, 4>{}, type);
     }
   });
 }

@@ -1,8 +1,11 @@
 // The loops of quantize_op.h over quantize_rule.h, one block at a time, for
 // the CPU (quantize.cc) and the CUDA kernels (cuda/quantize_kernels.cu):
-// only the split of the work differs. nvcc-compatible.
+// only the split of the work differs, so both give the same bytes and sums.
+// Templated on the element type and the width, so neither side branches per
+// element. nvcc-compatible.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -12,35 +15,31 @@
 
 namespace zero::quantize_detail {
 
-ZERO_HD inline float LoadElement(const void* p, DType dtype, size_t i) {
+// fn(T{}) for the element type of `dtype` (host side: picks the template).
+template <class Fn>
+decltype(auto) ByDType(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kBF16: return ToFloat(static_cast<const bf16*>(p)[i]);
-    case DType::kF16: return ToFloat(static_cast<const f16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-ZERO_HD inline void StoreElement(void* p, DType dtype, size_t i, float x) {
-  switch (dtype) {
-    case DType::kBF16: static_cast<bf16*>(p)[i] = FromFloat<bf16>(x); return;
-    case DType::kF16: static_cast<f16*>(p)[i] = FromFloat<f16>(x); return;
-    default: static_cast<float*>(p)[i] = x;
+    case DType::kBF16: return fn(bf16{});
+    case DType::kF16: return fn(f16{});
+    default: return fn(float{});
   }
 }
 
 // The value quantized at element i: src, plus the residual under error feedback.
+template <class T>
 ZERO_HD inline float Input(const QuantizeOp& op, size_t i) {
-  const float x = LoadElement(op.src, op.dtype, i);
+  const float x = ToFloat(static_cast<const T*>(op.src)[i]);
   return op.residual != nullptr ? x + op.residual[i] : x;
 }
 
 // Elements [begin, end) of one block; `first`, `step` split them among
 // threads (CPU: 0, 1).
+template <class T>
 ZERO_HD inline float BlockAbsMax(const QuantizeOp& op, size_t begin, size_t end, size_t first,
                                  size_t step) {
   float m = 0;
   for (size_t i = begin + first; i < end; i += step) {
-    const float a = fabsf(Input(op, i));
+    const float a = fabsf(Input<T>(op, i));
     m = (a > m || a != a) ? a : m;  // NaN wins, so it reaches the scale
   }
   return m;
@@ -48,13 +47,14 @@ ZERO_HD inline float BlockAbsMax(const QuantizeOp& op, size_t begin, size_t end,
 
 // Writes the integers of pairs [begin, end) of one block (begin even) and
 // the residuals.
+template <class T>
 ZERO_HD inline void QuantizePairs(const QuantizeOp& op, float scale, size_t begin, size_t end,
                                   size_t first_pair, size_t pair_step) {
   uint8_t* payload = QuantPayload(op.dst, op.count, op.format);
   for (size_t i = begin + 2 * first_pair; i < end; i += 2 * pair_step) {
     int q[2] = {0, 0};
     for (size_t k = 0; k < 2 && i + k < end; ++k) {
-      const float v = Input(op, i + k);
+      const float v = Input<T>(op, i + k);
       q[k] = QuantizeValue(v, scale, op.format, op.index_base + i + k);
       if (op.residual != nullptr) op.residual[i + k] = v - DequantizeValue(q[k], scale);
     }
@@ -67,20 +67,26 @@ ZERO_HD inline void QuantizePairs(const QuantizeOp& op, float scale, size_t begi
   }
 }
 
-// Element i of the sum of the parts, in order, in fp32.
-ZERO_HD inline float SumAt(const DequantizeOp& op, size_t i) {
+// Element i (of quantization block `block`) of the sum of the parts, in
+// order, in fp32.
+template <int kBits>
+ZERO_HD inline float SumAt(const DequantizeOp& op, size_t i, size_t block) {
   const size_t chunk =
       op.part_stride != 0 ? op.part_stride : QuantizedBytes(op.count, op.format);
-  const size_t block = i / op.format.block;
   float acc = 0;
   for (int p = 0; p < op.parts; ++p) {
     const char* part = static_cast<const char*>(op.src) + p * chunk;
     const float x = DequantizeValue(
-        LoadQuantized(QuantPayload(part, op.count, op.format), i, op.format.bits),
+        LoadQuantized(QuantPayload(part, op.count, op.format), i, kBits),
         QuantScales(part)[block]);
     acc = p == 0 ? x : acc + x;
   }
   return acc;
+}
+
+template <class T>
+ZERO_HD inline void StoreElement(void* p, size_t i, float x) {
+  static_cast<T*>(p)[i] = FromFloat<T>(x);
 }
 
 }  // namespace zero::quantize_detail

@@ -12,10 +12,12 @@ namespace zero::cuda::internal {
 namespace {
 
 using quantize_detail::BlockAbsMax;
+using quantize_detail::ByDType;
 using quantize_detail::QuantizePairs;
 using quantize_detail::StoreElement;
 using quantize_detail::SumAt;
 
+template <class T>
 __global__ void QuantizeKernel(QuantizeOp op) {
   __shared__ float lanes[kThreads];
   __shared__ float scale;
@@ -23,7 +25,7 @@ __global__ void QuantizeKernel(QuantizeOp op) {
   const size_t blocks = QuantBlocks(op.count, op.format);
   for (size_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     const size_t begin = b * block, end = begin + block < op.count ? begin + block : op.count;
-    lanes[threadIdx.x] = BlockAbsMax(op, begin, end, threadIdx.x, blockDim.x);
+    lanes[threadIdx.x] = BlockAbsMax<T>(op, begin, end, threadIdx.x, blockDim.x);
     __syncthreads();
     if (threadIdx.x == 0) {
       float m = 0;
@@ -32,7 +34,7 @@ __global__ void QuantizeKernel(QuantizeOp op) {
       QuantScales(op.dst)[b] = scale;
     }
     __syncthreads();
-    QuantizePairs(op, scale, begin, end, threadIdx.x, blockDim.x);
+    QuantizePairs<T>(op, scale, begin, end, threadIdx.x, blockDim.x);
     __syncthreads();  // lanes and scale are reused by the next block
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -42,10 +44,11 @@ __global__ void QuantizeKernel(QuantizeOp op) {
   }
 }
 
+template <int kBits, class T>
 __global__ void DequantizeSumKernel(DequantizeOp op) {
   const size_t stride = size_t{gridDim.x} * blockDim.x;
   for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < op.count; i += stride) {
-    StoreElement(op.dst, op.dtype, i, SumAt(op, i));
+    StoreElement<T>(op.dst, i, SumAt<kBits>(op, i, i / op.format.block));
   }
 }
 
@@ -65,14 +68,24 @@ int LaunchQuantize(const QuantizeOp& op, int device, void* stream) {
   if (op.count == 0) return cudaSuccess;
   const size_t blocks = QuantBlocks(op.count, op.format);
   const unsigned grid = static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-  return OnStreamCard(device, stream,
-                      [&](cudaStream_t st) { QuantizeKernel<<<grid, kThreads, 0, st>>>(op); });
+  return OnStreamCard(device, stream, [&](cudaStream_t st) {
+    ByDType(op.dtype, [&](auto type) {
+      QuantizeKernel<decltype(type)><<<grid, kThreads, 0, st>>>(op);
+    });
+  });
 }
 
 int LaunchDequantizeSum(const DequantizeOp& op, int device, void* stream) {
   if (op.count == 0) return cudaSuccess;
   return OnStreamCard(device, stream, [&](cudaStream_t st) {
-    DequantizeSumKernel<<<BlocksFor(op.count), kThreads, 0, st>>>(op);
+    ByDType(op.dtype, [&](auto type) {
+      using T = decltype(type);
+      if (op.format.bits == 8) {
+        DequantizeSumKernel<8, T><<<BlocksFor(op.count), kThreads, 0, st>>>(op);
+      } else {
+        DequantizeSumKernel<4, T><<<BlocksFor(op.count), kThreads, 0, st>>>(op);
+      }
+    });
   });
 }
 
