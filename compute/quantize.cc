@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "compute/cuda/launch.h"
@@ -68,7 +69,7 @@ using quantize_detail::BlockAbsMax;
 using quantize_detail::ByDType;
 using quantize_detail::QuantizePairs;
 using quantize_detail::StoreElement;
-using quantize_detail::SumAt;
+using quantize_detail::PartValue;
 
 // fn(block) over the CPU pool, a few blocks per chunk.
 template <class Fn>
@@ -101,14 +102,24 @@ void QuantizeOnHost(const QuantizeOp& op) {
 
 void DequantizeSumOnHost(const DequantizeOp& op) {
   const size_t block = op.format.block;
+  // Parts outside, elements inside (SumAt's order per element; the inner
+  // loop over one part's block vectorizes).
   auto sum = [&](auto bits, auto type) {
     using T = decltype(type);
-    ForBlocks(QuantBlocks(op.count, op.format), block, [&](size_t b) {
-      const size_t end = std::min((b + 1) * block, op.count);
-      for (size_t i = b * block; i < end; ++i) {
-        StoreElement<T>(op.dst, i, SumAt<decltype(bits)::value>(op, i, b));
+    constexpr int kBits = decltype(bits)::value;
+    ParallelFor(QuantBlocks(op.count, op.format), [&](size_t first, size_t last) {
+      std::vector<float> acc(block);
+      for (size_t b = first; b < last; ++b) {
+        const size_t begin = b * block, n = std::min(block, op.count - begin);
+        for (int p = 0; p < op.parts; ++p) {
+          for (size_t i = 0; i < n; ++i) {
+            const float x = PartValue<kBits>(op, p, begin + i, b);
+            acc[i] = p == 0 ? x : acc[i] + x;
+          }
+        }
+        for (size_t i = 0; i < n; ++i) StoreElement<T>(op.dst, begin + i, acc[i]);
       }
-    });
+    }, ChunkPolicy{.min_chunk = std::max<size_t>(1, 16384 / block), .multiple = 1});
   };
   ByDType(op.dtype, [&](auto type) {
     if (op.format.bits == 8) {

@@ -67,18 +67,23 @@ ZERO_HD inline void QuantizePairs(const QuantizeOp& op, float scale, size_t begi
   }
 }
 
-// Element i (of quantization block `block`) of the sum of the parts, in
-// order, in fp32.
+// Element i (of quantization block `block`) of part p, read back.
 template <int kBits>
-ZERO_HD inline float SumAt(const DequantizeOp& op, size_t i, size_t block) {
+ZERO_HD inline float PartValue(const DequantizeOp& op, int p, size_t i, size_t block) {
   const size_t chunk =
       op.part_stride != 0 ? op.part_stride : QuantizedBytes(op.count, op.format);
+  const char* part = static_cast<const char*>(op.src) + p * chunk;
+  return DequantizeValue(LoadQuantized(QuantPayload(part, op.count, op.format), i, kBits),
+                         QuantScales(part)[block]);
+}
+
+// Element i of the sum of the parts, in order, in fp32 (a caller looping
+// over parts outside adds the same values in the same order).
+template <int kBits>
+ZERO_HD inline float SumAt(const DequantizeOp& op, size_t i, size_t block) {
   float acc = 0;
   for (int p = 0; p < op.parts; ++p) {
-    const char* part = static_cast<const char*>(op.src) + p * chunk;
-    const float x = DequantizeValue(
-        LoadQuantized(QuantPayload(part, op.count, op.format), i, kBits),
-        QuantScales(part)[block]);
+    const float x = PartValue<kBits>(op, p, i, block);
     acc = p == 0 ? x : acc + x;
   }
   return acc;
