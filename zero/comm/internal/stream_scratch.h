@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
 #include "memory/resource.h"
@@ -24,9 +25,8 @@ class StreamScratch {
   // `bytes` more (null for 0), tagged communication.
   absl::StatusOr<void*> Get(size_t bytes) {
     if (bytes == 0) return nullptr;
-    if (used_ == kMaxPieces) return absl::InternalError("StreamScratch: too many pieces");
     ASSIGN_OR_RETURN(void* ptr, resource_->Allocate(bytes, Tag::kCommunication, stream_));
-    pieces_[used_++] = {ptr, bytes};
+    pieces_.push_back({ptr, bytes});
     return ptr;
   }
 
@@ -37,9 +37,7 @@ class StreamScratch {
   };
   MemoryResource* resource_;
   Stream* stream_;
-  static constexpr int kMaxPieces = 6;  // the most any collective here takes
-  Piece pieces_[kMaxPieces] = {};
-  int used_ = 0;
+  absl::InlinedVector<Piece, 6> pieces_;  // 6: the most any collective here takes
 };
 
 }  // namespace zero
