@@ -176,6 +176,9 @@ TEST(Quantize, BadFormatsAndOpsAreRefused) {
   invalid(ValidateQuantize({DType::kF32, 1, nullptr, q, {}}), "null buffer");
   invalid(ValidateQuantize({static_cast<DType>(5), 1, &x, q, {}}), "unknown dtype 5");
   invalid(ValidateDequantize({DType::kF32, 1, 0, q, &x, {}}), "0 parts");
+  // Parts closer together than a chunk's bytes would overlap.
+  invalid(ValidateDequantize({DType::kF32, 1, 2, q, &x, {}, QuantizedBytes(1, {}) - 4}),
+          "overlap");
 }
 
 // Through a stream: host devices run it in order; meta devices do nothing.

@@ -252,3 +252,7 @@ def test_zeropp_keys_reach_the_engine():
                                                          "zero_quantized_weights": bad}}, 1)
     with pytest.raises(ZeroError, match="zero_hpz_partition_size"):
         _config.engine_config({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 0}}, 1)
+    assert _config.engine_config({"zero_optimization": {"stage": 3, "mics_shard_size": 4}},
+                                 1)[0]["shard_group_size"] == 4
+    with pytest.raises(ZeroError, match="mics_shard_size"):
+        _config.engine_config({"zero_optimization": {"stage": 3, "mics_shard_size": 0}}, 1)

@@ -225,6 +225,9 @@ TEST(QuantizedConfig, SettingsThatCannotWorkAreRefused) {
   c.quantized_gradients_bits = 0;
   c.error_feedback = true;
   EXPECT_THAT(ValidateConfig(c).message(), HasSubstr("error_feedback needs quantized gradients"));
+  c = {};
+  c.shard_group_size = -2;
+  EXPECT_THAT(ValidateConfig(c).message(), HasSubstr("shard_group_size -2 < 0"));
 }
 
 // Ranks that disagree on a setting that changes no size are caught when the

@@ -54,6 +54,40 @@ TEST(CapiAbi, CollectivesOfAbiOneTwoAreTaken) {
   EXPECT_NE(LastError().find("every collective"), std::string::npos) << LastError();
 }
 
+// zero_comm_create_hierarchical refuses what cannot compose, leaving both
+// handles whole; once it took them, they are refused as engines' comms.
+TEST(CapiAbi, HierarchicalCommunicatorChecksItsParts) {
+  zero_devices_t devices = nullptr;
+  ASSERT_EQ(zero_devices_create(&devices, "host:4x64MiB"), ZERO_OK);
+  zero_comm_t intra[2] = {}, inter[2] = {};
+  ASSERT_EQ(zero_comm_create_local(intra, 2, 5.0, devices), ZERO_OK);
+  ASSERT_EQ(zero_comm_create_local(inter, 2, 5.0, devices), ZERO_OK);
+  zero_comm_t made = nullptr;
+  EXPECT_EQ(zero_comm_create_hierarchical(&made, 0, 2, nullptr, inter[0], devices, 0),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("intra"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_comm_create_hierarchical(&made, 0, 2, intra[0], inter[0], devices, 9),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("device 9 of 4"), std::string::npos) << LastError();
+  // Rank 1 is local rank 1 of node 0: intra[0] (local rank 0) does not fit.
+  EXPECT_EQ(zero_comm_create_hierarchical(&made, 1, 2, intra[0], inter[0], devices, 0),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("intra is rank 0 of 2"), std::string::npos) << LastError();
+  EXPECT_EQ(made, nullptr);
+  ASSERT_EQ(zero_comm_create_hierarchical(&made, 0, 2, intra[0], inter[0], devices, 0), ZERO_OK);
+  EXPECT_EQ(zero_comm_create_hierarchical(&made, 0, 2, intra[0], inter[0], devices, 0),
+            ZERO_FAILED_PRECONDITION);
+  EXPECT_NE(LastError().find("already used"), std::string::npos) << LastError();
+  zero_engine_t engine = nullptr;
+  const zero_param_spec spec = {sizeof(zero_param_spec), "w", 8, 0, 0};
+  EXPECT_EQ(zero_engine_create(&engine, R"({"optimizer":{"type":"sgd","groups":[{}]}})", &spec,
+                               1, intra[0], devices, 0),
+            ZERO_FAILED_PRECONDITION);
+  EXPECT_NE(LastError().find("emptied into a hierarchical"), std::string::npos) << LastError();
+  for (zero_comm_t c : {made, intra[0], intra[1], inter[0], inter[1]}) zero_comm_destroy(c);
+  zero_devices_destroy(devices);
+}
+
 TEST(CapiAbi, ParamSpecsOfAnotherSizeAreRefused) {
   zero_devices_t devices = nullptr;
   ASSERT_EQ(zero_devices_create(&devices, "host:1x64MiB"), ZERO_OK);
