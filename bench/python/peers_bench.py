@@ -158,6 +158,8 @@ def run(kind, args, rank):
                                         "stage3_param_persistence_threshold": 0},
                   "zero": {"ordered_reductions": bool(args.ordered),
                            "fetch_granularity": args.granularity}}
+        if args.node_range != "auto":
+            config["zero"]["node_range"] = args.node_range == "on"
         model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters(), lr=1e-3), config)
     seconds = _train(model, opt, args, rank)
     if kind.startswith("zero"):
@@ -191,6 +193,9 @@ def main():
     parser.add_argument("--many_params", type=int, default=0,
                         help="instead of the GPT: this many parameters of 8x8 or 8 elements "
                              "in blocks of 10 (issue 42's hook cost: --many_params 1000)")
+    parser.add_argument("--node_range", default="auto", choices=("auto", "on", "off"),
+                        help="zero's collectives inside the node through the processes' shared "
+                             "range (auto: where torchrun's local ranks allow), or gloo (off)")
     parser.add_argument("--allow_unoptimized", action="store_true",
                         help="run with an unoptimized library (no ratios printed)")
     args = parser.parse_args()
@@ -214,9 +219,10 @@ def main():
 
 def _report(results, world, args, build):
     psi = sum(p.numel() for p in _model(args).parameters())
-    print("%d processes, %d parameters, %d rounds x %d timed steps (median), library %s"
-          % (world, psi, args.rounds, args.steps,
-             "optimized" if build["optimized"] else "NOT optimized"))
+    print("%d processes, %d parameters, %d rounds x %d timed steps (median), library %s, "
+          "node range %s" % (world, psi, args.rounds, args.steps,
+                             "optimized" if build["optimized"] else "NOT optimized",
+                             args.node_range))
     print("%-8s %10s %10s %10s %10s %14s %14s" % (
         "", "step ms", "forward", "backward", "opt.step", "persistent B", "peak B"))
     for kind, r in results.items():

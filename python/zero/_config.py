@@ -210,6 +210,9 @@ def engine_config(config, world_size):
                                                 lambda v: v in ("module", "block"))
         # False: one flat group even when torchrun's nodes hold several ranks.
         options["hierarchical"] = own.take("hierarchical", bool, True)
+        # Unset: the node's processes share one address range where they can
+        # (torchrun's local ranks on host devices); False: never; True: or fail.
+        options["node_range"] = own.take("node_range", bool)
         for key in ("quantization_block", "stochastic_rounding", "error_feedback",
                     "shard_group_size"):
             value = own.take(key, bool if key in ("stochastic_rounding", "error_feedback")

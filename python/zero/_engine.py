@@ -3,7 +3,9 @@ communicator and engine handles, and tensors that alias its parameters."""
 
 import atexit
 import ctypes
+import itertools
 import json
+import uuid
 import weakref
 
 import torch
@@ -46,18 +48,81 @@ def ranks_per_node(group):
     return per_node
 
 
+# Seconds a node communicator waits for a local peer at one collective (a
+# dead peer is noticed at once, by its pid).
+NODE_TIMEOUT = 300.0
+_node_serial = itertools.count()  # advances alike on every rank: one per engine
+
+
+def node_range_plan(setting, devices_spec, group, ordered, hierarchical, config):
+    """(local_rank, local_world) when this engine's memory goes in the
+    node's shared range (memory/node_range.h) and its collectives inside the
+    node read peers in place; None when it stays as before. `setting`: None
+    (on wherever it can be: torchrun's local ranks on host devices), True
+    (refused with the reason where it cannot be), False (off)."""
+    import os
+    if setting is False:
+        return None
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+    local_rank = int(os.environ.get("LOCAL_RANK", "-1") or -1)
+    reason = None
+    if not (dist.is_available() and dist.is_initialized()):
+        reason = "no process group"
+    elif not devices_spec.startswith("host"):
+        reason = "the devices are '%s', not host devices (cards share through NCCL)" % devices_spec
+    elif local_world < 2:
+        reason = "no local peers (LOCAL_WORLD_SIZE is %d)" % local_world
+    elif ranks_per_node(group) != local_world:
+        reason = "the engine's group is not the whole world of whole nodes"
+    elif dist.get_rank(group) % local_world != local_rank:
+        reason = "LOCAL_RANK %d is not the rank %d modulo LOCAL_WORLD_SIZE %d" % (
+            local_rank, dist.get_rank(group), local_world)
+    elif config.get("shard_group_size") not in (None, local_world):
+        reason = "hybrid sharding groups of %d are not the node's %d processes" % (
+            config["shard_group_size"], local_world)
+    elif not ordered:
+        reason = "ordered_reductions is off (the range's sums are in rank order)"
+    elif not hierarchical and dist.get_world_size(group) > local_world:
+        reason = "hierarchical is off, so collectives span the nodes in one ring"
+    if reason is None:
+        return local_rank, local_world
+    if setting:
+        raise _lib.ZeroError("zero.node_range is on, but %s" % reason)
+    return None
+
+
+def _node_key(node, local_rank):
+    """A key every process of `node` gets alike and no other range has:
+    made by the node's first process, passed through the group's store."""
+    name = "zero/node_range/%d/%d" % (node, next(_node_serial))
+    store = dist.distributed_c10d._get_default_store()
+    if local_rank == 0:
+        store.set(name, uuid.uuid4().hex)
+    return store.get(name).decode()
+
+
 class Engine:
     """Owns the three handles; close() (or garbage collection) frees them."""
 
     def __init__(self, config, specs, devices_spec, group=None, ordered=True,
-                 hierarchical=True):
+                 hierarchical=True, node_range=None):
         lib = _lib.lib()
         self._lib = lib
         self.handle = self.comm = self.devices = None
         self.collectives = None
+        self.node = node_range_plan(node_range, devices_spec, group, ordered, hierarchical,
+                                    config)
         devices = ctypes.c_void_p()
-        check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
-              "creating devices '%s'" % devices_spec)
+        if self.node is not None:
+            local_rank, local_world = self.node
+            key = _node_key(dist.get_rank(group) // local_world, local_rank)
+            check(lib.zero_devices_create_node(ctypes.byref(devices), devices_spec.encode(),
+                                               local_rank, local_world, key.encode(),
+                                               NODE_TIMEOUT),
+                  "creating devices '%s' in the node's range" % devices_spec)
+        else:
+            check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
+                  "creating devices '%s'" % devices_spec)
         self.devices = devices
         self.device = _order.device_of(devices_spec)
         comm = ctypes.c_void_p()
@@ -71,6 +136,9 @@ class Engine:
             per_node = config.get("shard_group_size") or per_node
             if per_node < self.world:
                 comm = self._hierarchical(per_node, ordered)
+            elif self.node is not None:
+                check(lib.zero_comm_create_node(ctypes.byref(comm), self.devices, NODE_TIMEOUT),
+                      "creating the node communicator")
             else:
                 check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
                                            ctypes.byref(self.collectives.struct)),
@@ -97,7 +165,8 @@ class Engine:
         """Ranks on several nodes: a group per node and one per local rank
         across the nodes, and the engine's communicator over the two
         (zero/comm/hierarchical_communicator.h). Every rank makes every group,
-        in the same order, as torch requires."""
+        in the same order, as torch requires. With the node's range, the
+        node's level is its communicator (no group traffic inside a node)."""
         lib, world, rank = self._lib, self.world, self.rank
         nodes = world // per_node
         made = [dist.new_group(list(range(n * per_node, (n + 1) * per_node)))
@@ -106,9 +175,15 @@ class Engine:
                  for local in range(per_node)]
         self.owned_groups = [g for g in made if g != dist.GroupMember.NON_GROUP_MEMBER]
         handles = []
-        for group in (made[rank // per_node], made[nodes + rank % per_node]):
-            collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
+        for level, group in enumerate((made[rank // per_node], made[nodes + rank % per_node])):
             handle = ctypes.c_void_p()
+            if level == 0 and self.node is not None:
+                check(lib.zero_comm_create_node(ctypes.byref(handle), self.devices, NODE_TIMEOUT),
+                      "creating the node communicator")
+                self.levels.append((None, handle))
+                handles.append(handle)
+                continue
+            collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
             check(lib.zero_comm_create(ctypes.byref(handle), collectives.rank,
                                        collectives.world, ctypes.byref(collectives.struct)),
                   "creating a level's communicator")
@@ -207,7 +282,11 @@ class Engine:
     def stats(self):
         text = self._text(lambda *out: self._lib.zero_engine_stats_json(self.handle, *out),
                           "stats")
-        return json.loads(text)
+        stats = json.loads(text)
+        if self.node is not None:  # where the node's shared range is, and how much is backed
+            stats["node_range"] = json.loads(self._text(
+                lambda *out: self._lib.zero_devices_node_info(self.devices, *out), "node range"))
+        return stats
 
     def _path(self, call, what):
         """A folder the C ABI returns from a call made once (a second would

@@ -20,7 +20,7 @@ import torch
 
 # zero_engine.h's ZERO_ABI_VERSION_MAJOR, _MINOR that these tables follow: a
 # library of another major, or an older minor, is refused when loaded.
-ABI_VERSION = (1, 3)
+ABI_VERSION = (1, 4)
 
 F16, F32, BF16 = 6, 7, 9  # NCCL's dtype codes, as the C ABI uses them
 SUM, MAX, AVG = 0, 2, 4
@@ -81,6 +81,14 @@ SIGNATURES = {
     "zero_comm_set_error": (None, [_s]),
     "zero_reduce_in_rank_order": (_i, [_p, _i, _sz, _i, _i, _p]),
     "zero_comm_destroy": (_i, [_p]),
+    "zero_devices_create_node": (_i, [_out(_p), _s, _i, _i, _s, _d]),
+    "zero_comm_create_node": (_i, [_out(_p), _p, _d]),
+    "zero_devices_node_info": (_i, [_p, _s, _sz, _out(_sz)]),
+    "zero_devices_allocate": (_i, [_p, _i, _sz, _out(_p)]),
+    "zero_devices_free": (_i, [_p, _i, _p, _sz]),
+    "zero_comm_all_gather": (_i, [_p, _p, _p, _sz, _i]),
+    "zero_comm_reduce_scatter": (_i, [_p, _p, _p, _sz, _i, _i]),
+    "zero_comm_all_reduce": (_i, [_p, _p, _p, _sz, _i, _i]),
     "zero_engine_create": (_i, [_out(_p), _s, _out(ParamSpec), _i, _p, _p, _i]),
     "zero_engine_destroy": (_i, [_p]),
     "zero_engine_param": (_i, [_p, _i, _out(_p), _out(_sz), _out(_i)]),

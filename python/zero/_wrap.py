@@ -107,7 +107,7 @@ class _State:
         devices = _devices_of(self.entries, options.get("devices"))
         self.engine = Engine(engine_cfg, specs, devices, group,
                              options.get("ordered_reductions", True),
-                             options.get("hierarchical", True))
+                             options.get("hierarchical", True), options.get("node_range"))
         for e in self.entries:
             self.engine.set_param(e.index, e.param.data)
         self.engine.order.after_engine()

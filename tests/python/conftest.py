@@ -61,6 +61,31 @@ def torchrun_nodes(nodes, per_node, script, args, timeout=900):
         pytest.fail("\n".join(failures))
 
 
+def launch_ranks(world, script, args, timeout, env=None):
+    """`world` processes of `script` started as torchrun would start them
+    (its environment variables, plus `env`), without torchrun's agent (which
+    would stop the others when one dies): returns each one's (return code,
+    stderr), or fails if any is still running after `timeout` seconds."""
+    import time
+
+    base = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+                WORLD_SIZE=str(world), OMP_NUM_THREADS="1", **(env or {}))
+    procs = [subprocess.Popen([sys.executable, str(HERE / script)] + [str(a) for a in args],
+                              env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
+                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    deadline = time.monotonic() + timeout
+    out = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("a process still runs after %d s (a hang)" % timeout)
+        out.append((p.returncode, err))
+    return out
+
+
 def run_torchrun(tmp_path, world, cases, steps):
     cases_file, out = tmp_path / "cases.json", tmp_path / "results.json"
     cases_file.write_text(json.dumps(cases))

@@ -7,6 +7,8 @@ import warnings
 import pytest
 import torch
 
+from conftest import launch_ranks
+
 import zero
 from zero.examples.gpt import GPT, batch, loss_fn, param_groups
 
@@ -168,41 +170,11 @@ def test_overlap_comm_reaches_the_engine():
     assert "overlap_comm" not in _config.engine_config({"zero_optimization": {"stage": 2}}, 1)[0]
 
 
-def _launch(world, script, args, timeout):
-    """`world` processes of `script` started as torchrun would start them
-    (its environment variables), without torchrun's agent: returns each
-    one's (return code, stderr), or fails if any is still running after
-    `timeout` seconds."""
-    import os
-    import subprocess
-    import sys
-    import time
-
-    from conftest import HERE, _free_port
-
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-               WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, str(HERE / script)] + args,
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                              stderr=subprocess.PIPE, text=True) for r in range(world)]
-    deadline = time.monotonic() + timeout
-    out = []
-    for p in procs:
-        try:
-            _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("a process still runs after %d s (a hang)" % timeout)
-        out.append((p.returncode, err))
-    return out
-
-
 def test_killed_process_is_named_by_the_others():
     """kill -9 of rank 2 of 3 mid-step (stage 3, in backward): ranks 0 and 1
     fail with a ZeroError naming rank 2 well within the process group's 30 s
     timeout."""
-    results = _launch(3, "kill_worker.py", ["--victim", "2", "--stage", "3"], 60)
+    results = launch_ranks(3, "kill_worker.py", ["--victim", "2", "--stage", "3"], 60)
     assert results[2][0] == -9, results[2]
     for rank in (0, 1):
         code, err = results[rank]
@@ -211,7 +183,7 @@ def test_killed_process_is_named_by_the_others():
 
 
 def test_a_model_that_differs_across_processes():
-    results = _launch(2, "differ_worker.py", [], 120)
+    results = launch_ranks(2, "differ_worker.py", [], 120)
     for rank, (code, err) in enumerate(results):
         assert code == 3, (rank, err[-3000:])
         assert "the model differs across processes" in err, err[-3000:]

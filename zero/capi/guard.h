@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "memory/device_system.h"
+#include "memory/node_range.h"
 #include "optimizers/grouped_optimizer.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/checkpoint/checkpoint.h"
@@ -18,6 +19,7 @@
 
 struct zero_devices {
   std::unique_ptr<zero::DeviceSystem> system;
+  std::shared_ptr<zero::NodeRange> node;  // set by zero_devices_create_node
 };
 struct zero_comm {
   std::unique_ptr<zero::Communicator> comm;

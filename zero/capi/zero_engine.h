@@ -33,7 +33,7 @@ extern "C" {
  * (a caller must not use a library of another major); the minor when
  * something is added (a caller needs a library of at least its minor). */
 #define ZERO_ABI_VERSION_MAJOR 1
-#define ZERO_ABI_VERSION_MINOR 3
+#define ZERO_ABI_VERSION_MINOR 4
 
 /* absl::StatusCode's numbers. */
 enum zero_status {
@@ -152,6 +152,39 @@ int zero_comm_create_hierarchical(zero_comm_t* comm, int rank, int ranks_per_nod
                                   zero_comm_t intra, zero_comm_t inter, zero_devices_t devices,
                                   int device);
 int zero_comm_destroy(zero_comm_t comm);
+
+/* ---- One node's processes in one address range (ABI 1.4) ----
+ * memory/node_range.h. This process's devices inside a range shared with
+ * the node's other processes: `spec` names one host device
+ * ("host:1x64GiB"); every local process calls it with the same `key`
+ * (unique per range: e.g. from the process group's store), `local_world`
+ * and spec, and its own `local_rank`; it returns when all have joined, or
+ * fails (naming who) after `timeout_seconds`. The device's memory is then
+ * readable in place by every local process at the same address. */
+int zero_devices_create_node(zero_devices_t* devices, const char* spec, int local_rank,
+                             int local_world, const char* key, double timeout_seconds);
+/* The node's collectives over that range (zero/comm/node_communicator.h):
+ * rank local_rank of local_world, reading peers in place; a peer that dies
+ * or stalls fails the call after at most `timeout_seconds`. `devices` from
+ * zero_devices_create_node, destroyed after the communicator. */
+int zero_comm_create_node(zero_comm_t* comm, zero_devices_t devices, double timeout_seconds);
+/* JSON about the range: {"base": B, "slice_bytes": S, "virtual_bytes": V,
+ * "local_rank": r, "local_world": n, "announced_bytes": [per process]}.
+ * FailedPrecondition for devices made otherwise. */
+int zero_devices_node_info(zero_devices_t devices, char* buffer, size_t size, size_t* needed);
+/* `bytes` from the pool of device `device` (tagged communication), and back:
+ * buffers for zero_comm_* below that peers read in place. */
+int zero_devices_allocate(zero_devices_t devices, int device, size_t bytes, void** ptr);
+int zero_devices_free(zero_devices_t devices, int device, void* ptr, size_t bytes);
+
+/* One collective on `comm`, run on the caller's thread and done when it
+ * returns (benchmarks, tests): NCCL's arguments after the handle; dtype
+ * and op are ZERO_F32... and ZERO_SUM... as in zero_collectives. */
+int zero_comm_all_gather(zero_comm_t comm, const void* send, void* recv, size_t count, int dtype);
+int zero_comm_reduce_scatter(zero_comm_t comm, const void* send, void* recv, size_t count,
+                             int dtype, int op);
+int zero_comm_all_reduce(zero_comm_t comm, const void* send, void* recv, size_t count, int dtype,
+                         int op);
 
 /* ---- Engines: zero/engine.h ---- */
 typedef struct zero_param_spec {
