@@ -72,6 +72,33 @@ uintptr_t FreeSpot(size_t bytes, size_t align) {
   return AlignUp(reinterpret_cast<uintptr_t>(p), align);
 }
 
+// First proposals: 32 to 96 TiB, the middle of x86-64's 128 TiB of user
+// space, where processes of one program rarely map anything (their heaps
+// grow from the bottom, libraries and mmap from the top, ASan's shadow ends
+// below 16 TiB), so one address suits them all even when their layouts
+// differ; spread by the key so that several ranges of a process do not
+// collide. None under ThreadSanitizer, whose shadow memory is there.
+std::vector<uintptr_t> Candidates(size_t bytes, const std::string& key) {
+#if defined(__SANITIZE_THREAD__)
+  return {};
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return {};
+#endif
+#endif
+  constexpr uintptr_t kLow = uintptr_t{32} << 40, kHigh = uintptr_t{96} << 40;
+  const uintptr_t step = AlignUp(bytes, uintptr_t{1} << 30);
+  if (sizeof(void*) != 8 || step >= (kHigh - kLow) / 4) return {};
+  const uint64_t slots = (kHigh - kLow) / step;
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a
+  for (char c : key) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  std::vector<uintptr_t> candidates;
+  for (uint64_t i = 0; i < 16 && i < slots; ++i) {
+    candidates.push_back(kLow + ((hash + i) % slots) * step);
+  }
+  return candidates;
+}
+
 std::string SocketName(const NodeRangeOptions& o) { return "zero-node-" + o.key; }
 
 absl::Status Validate(const NodeRangeOptions& o) {
@@ -174,9 +201,14 @@ class NodeRangeJoin {
     return absl::OkStatus();
   }
 
-  // Rounds of proposals until every process reserved the same base.
+  // Rounds of proposals until every process reserved the same base: the
+  // quiet middle of the address space first (Candidates), then wherever
+  // the process that failed last has room.
   absl::StatusOr<uintptr_t> Agree(std::vector<Fd>& peers, const std::vector<int>& pids) {
-    uintptr_t proposal = o_.address != 0 ? o_.address : FreeSpot(total_, o_.chunk);
+    const std::vector<uintptr_t> middle =
+        o_.address != 0 ? std::vector<uintptr_t>{o_.address} : Candidates(total_, o_.key);
+    const int rounds = o_.address != 0 ? 1 : static_cast<int>(middle.size()) + kRounds;
+    uintptr_t proposal = middle.empty() ? FreeSpot(total_, o_.chunk) : middle[0];
     for (int round = 1;; ++round) {
       for (int l = 1; l < o_.local_world; ++l) {
         RETURN_IF_ERROR(internal::Send(peers[l], &proposal, sizeof(proposal)));
@@ -191,10 +223,13 @@ class NodeRangeJoin {
       for (int l = 0; l < o_.local_world && failed < 0; ++l) {
         if (replies[l].error != 0) failed = l;
       }
-      const bool retry = failed >= 0 && o_.address == 0 && round < kRounds &&
-                         replies[failed].free_spot != 0;
+      uintptr_t next = 0;
+      if (failed >= 0 && round < rounds) {
+        next = round < static_cast<int>(middle.size()) ? middle[round] : replies[failed].free_spot;
+      }
+      const bool retry = next != 0;
       Verdict verdict{failed < 0, retry, failed, failed < 0 ? 0 : replies[failed].error,
-                      failed < 0 ? 0 : pids[failed], 0, retry ? replies[failed].free_spot : proposal};
+                      failed < 0 ? 0 : pids[failed], 0, retry ? next : proposal};
       for (int l = 1; l < o_.local_world; ++l) {
         RETURN_IF_ERROR(internal::Send(peers[l], &verdict, sizeof(verdict)));
       }
@@ -204,7 +239,7 @@ class NodeRangeJoin {
         return absl::FailedPreconditionError(ReserveFailure(
             o_, failed, pids[failed], replies[failed].error, proposal, total_, round));
       }
-      proposal = verdict.base;
+      proposal = next;
     }
   }
 

@@ -27,9 +27,9 @@ from ._lib import ZeroError, build_info
 from ._memory import model_state_formula
 from ._memory import summary as memory_summary
 from ._optim_state import merge_state_dicts as merge_optimizer_state_dicts
-from ._wrap import ZeroOptimizer, full_parameters, wrap
+from ._wrap import ZeroOptimizer, full_parameters, on_resume, resumed_step, wrap
 
 __all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary",
            "model_state_formula", "save_checkpoint", "load_checkpoint", "state_dict",
            "load_state_dict", "consolidate", "read_safetensors", "build_info",
-           "PendingCheckpoint", "merge_optimizer_state_dicts"]
+           "PendingCheckpoint", "merge_optimizer_state_dicts", "resumed_step", "on_resume"]

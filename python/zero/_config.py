@@ -203,6 +203,15 @@ def engine_config(config, world_size):
     engine["gradient_accumulation_steps"] = gas or 1
     own = reader.child("zero")  # this runtime's own options
     options = {}
+    resilience = reader.child("resilience")
+    if resilience is not None:
+        options["resilience"] = {
+            "snapshot_every": resilience.take("snapshot_every", int, 1, lambda v: v >= 1),
+            "snapshot_dir": resilience.take("snapshot_dir", str),
+            "checkpoint_dir": resilience.take("checkpoint_dir", str),
+            "checkpoint_every": resilience.take("checkpoint_every", int, 0, lambda v: v >= 0),
+        }
+        resilience.done()
     if own is not None:
         options["devices"] = own.take("devices", str)
         options["ordered_reductions"] = own.take("ordered_reductions", bool, True)

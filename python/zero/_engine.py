@@ -6,6 +6,7 @@ import ctypes
 import itertools
 import json
 import uuid
+import warnings
 import weakref
 
 import torch
@@ -94,7 +95,11 @@ def node_range_plan(setting, devices_spec, group, ordered, hierarchical, config)
 def _node_key(node, local_rank):
     """A key every process of `node` gets alike and no other range has:
     made by the node's first process, passed through the group's store."""
-    name = "zero/node_range/%d/%d" % (node, next(_node_serial))
+    import os
+    # The store outlives a torchrun restart: a key from the attempt before
+    # must never be read again.
+    name = "zero/node_range/%s/%d/%d" % (os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"),
+                                         node, next(_node_serial))
     store = dist.distributed_c10d._get_default_store()
     if local_rank == 0:
         store.set(name, uuid.uuid4().hex)
@@ -116,11 +121,18 @@ class Engine:
         if self.node is not None:
             local_rank, local_world = self.node
             key = _node_key(dist.get_rank(group) // local_world, local_rank)
-            check(lib.zero_devices_create_node(ctypes.byref(devices), devices_spec.encode(),
-                                               local_rank, local_world, key.encode(),
-                                               NODE_TIMEOUT),
-                  "creating devices '%s' in the node's range" % devices_spec)
-        else:
+            rc = lib.zero_devices_create_node(ctypes.byref(devices), devices_spec.encode(),
+                                              local_rank, local_world, key.encode(),
+                                              NODE_TIMEOUT)
+            text = lib.zero_engine_last_error().decode(errors="replace") if rc else ""
+            if rc and node_range is None and "cannot reserve" in text:
+                # Every process got the leader's verdict: all go on without.
+                warnings.warn("zero: no node-wide range (%s); collectives inside the node go "
+                              "through the process group" % text, RuntimeWarning)
+                self.node = None
+            else:
+                check(rc, "creating devices '%s' in the node's range" % devices_spec)
+        if self.node is None:
             check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
                   "creating devices '%s'" % devices_spec)
         self.devices = devices

@@ -18,6 +18,7 @@ from ._checkpoint import load_state_dict, named_state_keys
 from ._engine import Engine
 from ._lib import ZeroError
 from ._order import device_of
+from ._resilience import Resilience
 from ._stage3 import Stage3
 from ._weak import weak_method
 from ._wrapped import gathered, state_of
@@ -120,6 +121,9 @@ class _State:
         self.got = set()
         self.in_backward = False
         self.pending_checkpoint = None  # save_checkpoint(blocking=False)'s, until waited
+        self.process_group = group
+        self.resilience = (Resilience(self, options["resilience"])
+                           if "resilience" in options else None)
 
     def _register(self, model, named, group_of, granularity):
         """Entries in named_parameters order. Each unit that first holds a
@@ -380,6 +384,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         state.sync_lr()
         state.check_step()
         state.engine.step()
+        if state.resilience is not None:
+            state.resilience.after_step()
 
     def zero_grad(self, set_to_none=True):
         self._zero_state.engine.zero_grad()
@@ -457,7 +463,28 @@ def wrap(model, optimizer, config=None, group=None):
     # train distributed.
     model._is_accelerate_prepared = True
     model.load_state_dict = lambda *a, **k: _load_state_dict(model, *a, **k)
+    if state.resilience is not None:
+        state.resilience.resume()
+        model.register_forward_pre_hook(lambda module, args: state.resilience.publish())
     return model, ZeroOptimizer(state, optimizer)
+
+
+def resumed_step(model):
+    """The optimizer steps the run had taken when zero.wrap resumed it from a
+    snapshot or checkpoint ("resilience" config); 0 on a fresh start."""
+    resilience = state_of(model).resilience
+    return resilience.resumed_step if resilience is not None else 0
+
+
+def on_resume(model, get_state, set_state):
+    """The caller's own state (JSON: scheduler, data position) in every
+    snapshot: get_state() is saved with each, set_state(value) is called now
+    with the resumed run's value if there is one. Needs a "resilience"
+    config section."""
+    resilience = state_of(model).resilience
+    if resilience is None:
+        raise ZeroError("zero.on_resume needs a \"resilience\" config section")
+    resilience.on_resume(get_state, set_state)
 
 
 def _load_state_dict(model, state_dict, strict=True, assign=False):

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/node_backend.h"
+#include "tests/memory/node_process.h"
 #include "tests/memory/processes.h"
 
 namespace zero {
@@ -29,21 +30,13 @@ using ::testing::Each;
 using ::testing::HasSubstr;
 using ::zero::testing::Processes;
 using ::zero::testing::UniqueKey;
+using ::zero::testing::JoinNode;
+using ::zero::testing::kNodeCapacity;
+using ::zero::testing::kNodeChunk;
+using ::zero::testing::NodeOptions;
 
-constexpr size_t kCapacity = size_t{256} << 20;
-constexpr size_t kChunk = size_t{2} << 20;
+constexpr size_t kChunk = kNodeChunk;
 constexpr int kFaulted = 42;  // a child's exit code: its write faulted
-
-NodeRangeOptions Options(const std::string& key, int rank, int world) {
-  NodeRangeOptions o;
-  o.key = key;
-  o.local_rank = rank;
-  o.local_world = world;
-  o.slice_bytes = NodeSliceBytes(kCapacity, kChunk);
-  o.chunk = kChunk;
-  o.timeout = absl::Seconds(20);
-  return o;
-}
 
 std::set<std::string> DevShm() {
   std::set<std::string> names;
@@ -67,10 +60,10 @@ TEST_P(NodeRangeTest, OwnersWritesReadTheSameInEveryPeer) {
   const std::set<std::string> shm_before = DevShm();
   Processes procs;
   auto results = procs.Run(world, [&](int rank) -> std::string {
-    auto range = NodeRange::Join(Options(key, rank, world));
-    if (!range.ok()) return range.status().ToString();
-    auto devices = CreateNodeDevices(*range, kCapacity);
-    if (!devices.ok()) return devices.status().ToString();
+    auto node = JoinNode(key, rank, world);
+    if (!node.ok()) return node.status().ToString();
+    auto* range = &node->range;
+    auto* devices = &node->devices;
     const size_t n = size_t{3} << 20;  // two chunks: the view maps a run
     auto p = (*devices)->pool(0).Allocate(n);
     if (!p.ok()) return p.status().ToString();
@@ -104,10 +97,10 @@ TEST_P(NodeRangeTest, GrowthAndTrimAreSeenByEveryPeer) {
   const std::string key = UniqueKey("grow");
   Processes procs;
   auto results = procs.Run(world, [&](int rank) -> std::string {
-    auto range = NodeRange::Join(Options(key, rank, world));
-    if (!range.ok()) return range.status().ToString();
-    auto devices = CreateNodeDevices(*range, kCapacity);
-    if (!devices.ok()) return devices.status().ToString();
+    auto node = JoinNode(key, rank, world);
+    if (!node.ok()) return node.status().ToString();
+    auto* range = &node->range;
+    auto* devices = &node->devices;
     DevicePool& pool = (*devices)->pool(0);
     const size_t n = size_t{8} << 20;
     void* p = nullptr;
@@ -158,10 +151,10 @@ TEST(NodeRange, PeersViewIsReadOnly) {
   const std::string key = UniqueKey("readonly");
   Processes procs;
   auto results = procs.Run(2, [&](int rank) -> std::string {
-    auto range = NodeRange::Join(Options(key, rank, 2));
-    if (!range.ok()) return range.status().ToString();
-    auto devices = CreateNodeDevices(*range, kCapacity);
-    if (!devices.ok()) return devices.status().ToString();
+    auto node = JoinNode(key, rank, 2);
+    if (!node.ok()) return node.status().ToString();
+    auto* range = &node->range;
+    auto* devices = &node->devices;
     auto p = (*devices)->pool(0).Allocate(4096);
     if (!p.ok()) return p.status().ToString();
     procs.board().words[rank][0] = reinterpret_cast<uintptr_t>(*p);
@@ -196,7 +189,7 @@ TEST(NodeRange, DeadPeerLeavesTheViewWithAnError) {
   const std::string key = UniqueKey("dead");
   Processes procs;
   auto results = procs.Run(2, [&](int rank) -> std::string {
-    auto range = NodeRange::Join(Options(key, rank, 2));
+    auto range = NodeRange::Join(NodeOptions(key, rank, 2));
     if (!range.ok()) return range.status().ToString();
     if (rank == 1) _exit(0);  // gone without a word
     for (int i = 0; i < 2000; ++i) {
@@ -219,7 +212,7 @@ TEST(NodeRange, DeadPeerLeavesTheViewWithAnError) {
 TEST(NodeRange, RangeThatCannotBeReservedIsRefusedByName) {
   // An address held free until each child joins (so nothing else of the
   // child's takes it), then taken in rank 1 only.
-  const size_t total = 2 * NodeSliceBytes(kCapacity, kChunk);
+  const size_t total = 2 * NodeSliceBytes(kNodeCapacity, kChunk);
   void* probe = mmap(nullptr, total + kChunk, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(probe, MAP_FAILED);
   const uintptr_t address = (reinterpret_cast<uintptr_t>(probe) + kChunk - 1) & ~(kChunk - 1);
@@ -232,7 +225,7 @@ TEST(NodeRange, RangeThatCannotBeReservedIsRefusedByName) {
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
       if (squat == MAP_FAILED) return "could not take the address";
     }
-    NodeRangeOptions o = Options(key, rank, 2);
+    NodeRangeOptions o = NodeOptions(key, rank, 2);
     o.address = address;
     auto range = NodeRange::Join(o);
     if (range.ok()) return "joined a range rank 1 could not reserve";
@@ -249,7 +242,7 @@ TEST(NodeRange, RangeThatCannotBeReservedIsRefusedByName) {
 }
 
 TEST(NodeRange, MissingProcessIsNamedAtTheDeadline) {
-  NodeRangeOptions o = Options(UniqueKey("missing"), 0, 3);
+  NodeRangeOptions o = NodeOptions(UniqueKey("missing"), 0, 3);
   o.timeout = absl::Milliseconds(200);
   auto range = NodeRange::Join(o);
   ASSERT_FALSE(range.ok());
@@ -261,7 +254,7 @@ TEST(NodeRange, DifferentOptionsAreRefused) {
   const std::string key = UniqueKey("differ");
   Processes procs;
   auto results = procs.Run(2, [&](int rank) -> std::string {
-    NodeRangeOptions o = Options(key, rank, 2);
+    NodeRangeOptions o = NodeOptions(key, rank, 2);
     if (rank == 1) o.slice_bytes *= 2;
     o.timeout = absl::Seconds(2);
     auto range = NodeRange::Join(o);
@@ -276,12 +269,12 @@ TEST(NodeRange, DifferentOptionsAreRefused) {
 }
 
 TEST(NodeRange, BadOptionsAndForeignAddressesAreRefused) {
-  NodeRangeOptions o = Options("", 0, 1);
+  NodeRangeOptions o = NodeOptions("", 0, 1);
   EXPECT_EQ(NodeRange::Join(o).status().code(), absl::StatusCode::kInvalidArgument);
-  o = Options(UniqueKey("bad"), 0, 1);
+  o = NodeOptions(UniqueKey("bad"), 0, 1);
   o.slice_bytes += 4096;
   EXPECT_EQ(NodeRange::Join(o).status().code(), absl::StatusCode::kInvalidArgument);
-  o = Options(UniqueKey("alone"), 0, 1);
+  o = NodeOptions(UniqueKey("alone"), 0, 1);
   auto range = NodeRange::Join(o);
   ASSERT_TRUE(range.ok()) << range.status();
   const uintptr_t outside = (*range)->base() + (*range)->slice_bytes();

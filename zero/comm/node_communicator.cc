@@ -1,11 +1,15 @@
 #include "zero/comm/node_communicator.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "memory/tag.h"
 #include "zero/comm/internal/comm_errors.h"
@@ -51,7 +55,7 @@ struct Staging {
 class NodeState {
  public:
   NodeState(std::shared_ptr<NodeRange> range, absl::Duration timeout)
-      : flags(std::move(range), timeout) {}
+      : flags(std::move(range), timeout), timeout_(timeout) {}
 
   bool Own(const void* p) const {
     auto place = flags.range().Locate(p);
@@ -71,8 +75,12 @@ class NodeState {
   // This process's part of one call (`staging`: Plan's bytes, or null); a
   // failure fails the group (the peers may be waiting on this process).
   absl::Status Run(const Part& part, char* staging) {
-    absl::Status status = RunPart(part, staging);
+    absl::Status status = AwaitTurn(part);
+    if (status.ok()) status = RunPart(part, staging);
     if (!status.ok()) flags.Fail(RankFailedError(part.seq, flags.rank(), status));
+    std::lock_guard lock(turn_mu_);
+    finished_ = part.seq;
+    turn_cv_.notify_all();
     return status;
   }
 
@@ -81,6 +89,22 @@ class NodeState {
   std::atomic<uint64_t> reduced{0};
 
  private:
+  // Calls run one at a time, in the order they were made, though they may
+  // sit on different streams or the calling thread: each uses this
+  // process's one slot. Bounded by the timeout like any wait.
+  absl::Status AwaitTurn(const Part& part) {
+    std::unique_lock lock(turn_mu_);
+    const bool turn = turn_cv_.wait_for(
+        lock, absl::ToChronoSeconds(timeout_) + std::chrono::seconds(1),
+        [&] { return finished_ + 1 >= part.seq; });
+    if (turn) return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "node collective #%d %s on local rank %d: this process's call #%d (on another "
+        "stream) did not finish within %s",
+        part.seq, part.call.ToString(), flags.rank(), finished_ + 1,
+        absl::FormatDuration(timeout_)));
+  }
+
   absl::Status RunPart(const Part& part, char* staging);
   absl::Status Move(const Part& part, uint64_t recv_published);
   absl::Status AllReduce(const Part& part, uint64_t recv_published);
@@ -99,6 +123,11 @@ class NodeState {
   }
   uint64_t Send(int l) const { return l == flags.rank() ? flags.own().send : flags.peer(l).send; }
   uint64_t Recv(int l) const { return l == flags.rank() ? flags.own().recv : flags.peer(l).recv; }
+
+  const absl::Duration timeout_;
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  uint64_t finished_ = 0;  // the last call this process ran (guarded by turn_mu_)
 };
 
 absl::Status NodeState::RunPart(const Part& part, char* staging) {

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "base/status_macros.h"
 #include "memory/node_backend.h"
+#include "tests/memory/node_process.h"
 #include "tests/memory/processes.h"
 
 namespace zero {
@@ -29,9 +30,6 @@ namespace {
 using ::testing::Each;
 using ::zero::testing::Processes;
 using ::zero::testing::UniqueKey;
-
-constexpr size_t kCapacity = size_t{256} << 20;
-constexpr size_t kChunk = size_t{2} << 20;
 
 // A value no two (rank, index) pairs share, with fractions that make fp32
 // sums depend on their order.
@@ -55,22 +53,10 @@ struct Node {
 
 absl::StatusOr<Node> JoinNode(const std::string& key, int rank, int world,
                               absl::Duration timeout = absl::Seconds(30)) {
-  NodeRangeOptions o;
-  o.key = key;
-  o.local_rank = rank;
-  o.local_world = world;
-  o.slice_bytes = NodeSliceBytes(kCapacity, kChunk);
-  o.chunk = kChunk;
-  Node node;
-  auto range = NodeRange::Join(o);
-  if (!range.ok()) return range.status();
-  node.range = *range;
-  auto devices = CreateNodeDevices(node.range, kCapacity);
-  if (!devices.ok()) return devices.status();
-  node.devices = *std::move(devices);
-  auto comm = MakeNodeCommunicator(node.range, &node.devices->pool(0), {timeout});
-  if (!comm.ok()) return comm.status();
-  node.comm = *std::move(comm);
+  ASSIGN_OR_RETURN(testing::NodeProcess process, testing::JoinNode(key, rank, world));
+  Node node{std::move(process.range), std::move(process.devices), nullptr};
+  ASSIGN_OR_RETURN(node.comm,
+                   MakeNodeCommunicator(node.range, &node.devices->pool(0), {timeout}));
   return node;
 }
 
@@ -177,6 +163,35 @@ TEST_P(NodeCommunicatorTest, CollectivesEqualRankOrderArithmetic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, NodeCommunicatorTest, ::testing::Values(2, 4));
+
+TEST(NodeCommunicator, CallsOnAStreamAndTheThreadRunInTheirOrder) {
+  const std::string key = UniqueKey("order");
+  Processes procs;
+  auto results = procs.Run(2, [&](int rank) -> std::string {
+    auto node = JoinNode(key, rank, 2);
+    if (!node.ok()) return node.status().ToString();
+    auto stream = node->devices->CreateStream(0);
+    if (!stream.ok()) return stream.status().ToString();
+    const size_t n = 4096;
+    float* gathered = Floats(*node, 2 * n);
+    float* summed = Floats(*node, n);
+    for (size_t i = 0; i < n; ++i) gathered[rank * n + i] = summed[i] = Input(rank, i);
+    // Call #1 waits behind slow work on the stream; call #2, on this
+    // thread, must not take the process's slot before it.
+    (void)(*stream)->Enqueue([] { absl::SleepFor(absl::Milliseconds(50)); });
+    absl::Status s = node->comm->AllGather(gathered + rank * n, gathered, n, DType::kF32, *stream);
+    if (s.ok()) s = node->comm->AllReduce(summed, summed, n, DType::kF32, ReduceOp::kSum, nullptr);
+    if (s.ok()) s = (*stream)->Synchronize();
+    if (s.ok()) s = node->comm->AsyncError();
+    if (!s.ok()) return s.ToString();
+    for (size_t i = 0; i < n; ++i) {
+      if (summed[i] != RankOrderSum(2, i)) return Mismatch("all-reduce", i, summed[i], RankOrderSum(2, i));
+      if (gathered[n + i] != Input(1, i)) return Mismatch("all-gather", n + i, gathered[n + i], Input(1, i));
+    }
+    return "";
+  });
+  EXPECT_THAT(results, Each(""));
+}
 
 TEST(NodeCommunicator, KilledPeerIsAnErrorOnTheOthers) {
   const std::string key = UniqueKey("killed");

@@ -1,0 +1,71 @@
+"""A process of test_resilience.py under torchrun --max-restarts: trains the
+example GPT with a "resilience" config (snapshots every step into
+--snapshot_dir) and the same script on every attempt; on the first attempt
+the rank --victim SIGKILLs itself in the backward of step --kill_at. Rank 0
+of the attempt that finishes writes where it started and a digest of the
+final parameters to --out."""
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+
+import zero
+from zero.examples.gpt import GPT, batch, loss_fn, param_groups
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--kill_at", type=int, default=-1)
+    parser.add_argument("--victim", type=int, default=1)
+    parser.add_argument("--stage", type=int, default=3)
+    parser.add_argument("--snapshot_dir", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    torch.manual_seed(0)
+    model = GPT()
+    opt = torch.optim.AdamW(param_groups(model), lr=3e-3, foreach=False)
+    model, opt = zero.wrap(model, opt, {"zero_optimization": {"stage": args.stage},
+                                        "resilience": {"snapshot_dir": args.snapshot_dir}})
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + 0.05 * step))
+
+    def get_state():
+        return {"sched": sched.state_dict(), "lrs": [g["lr"] for g in opt.param_groups]}
+
+    def set_state(value):
+        sched.load_state_dict(value["sched"])
+        for group, lr in zip(opt.param_groups, value["lrs"]):
+            group["lr"] = lr
+
+    zero.on_resume(model, get_state, set_state)
+    start = zero.resumed_step(model)
+    for step in range(start, args.steps):
+        x, y = batch(step, rank, 0)
+        loss = loss_fn(model(x), y)
+        if attempt == 0 and step == args.kill_at and rank == args.victim:
+            model.ln_f.weight.register_hook(lambda g: os.kill(os.getpid(), signal.SIGKILL))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    params = zero.full_parameters(model)
+    if rank == 0:
+        digest = hashlib.sha256()
+        for name in sorted(params):
+            digest.update(params[name].contiguous().numpy().tobytes())
+        with open(args.out, "w") as f:
+            json.dump({"attempt": attempt, "start": start, "digest": digest.hexdigest()}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Issue 38 on one node, under torchrun --max-restarts: a process killed
+mid-step costs no completed step (the group restarts and zero.wrap resumes
+from the snapshot in /dev/shm by itself, the script unchanged) and the run
+ends with the bits of an uninterrupted one; a normal end leaves no
+snapshot behind; a snapshot of another model is refused by name."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+from conftest import HERE
+
+
+def _run(tmp_path, name, snapshots, **kw):
+    """torchrun --standalone --max-restarts=1 (a c10d rendezvous per
+    attempt). TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: torch's workaround for
+    its own restart bug (pytorch#135712: workers of the next attempt read the
+    last attempt's gloo addresses from the shared store and fail to connect)."""
+    out = tmp_path / ("%s.json" % name)
+    args = ["--snapshot_dir", snapshots, "--out", out]
+    for key, value in kw.items():
+        args += ["--%s" % key, value]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--max-restarts=1", str(HERE / "resilience_worker.py")] + [str(a) for a in args]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail("torchrun failed (%d):\n%s" % (proc.returncode, proc.stderr[-6000:]))
+    return json.loads(out.read_text())
+
+
+@pytest.fixture
+def snapshots():
+    path = "/dev/shm/zero-test-snapshots-%s" % uuid.uuid4().hex[:12]
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_a_killed_process_costs_no_completed_step(tmp_path, snapshots, stage):
+    plain = _run(tmp_path, "plain", snapshots, stage=stage)
+    assert plain == dict(plain, attempt=0, start=0)
+    assert not os.path.exists(snapshots), "a normal end left its snapshots"
+    killed = _run(tmp_path, "killed", snapshots, stage=stage, kill_at=3)
+    # Killed in step 3's backward: steps 0-2 were complete and all kept.
+    assert (killed["attempt"], killed["start"]) == (1, 3), killed
+    assert killed["digest"] == plain["digest"]
+    assert not os.path.exists(snapshots)
+
+
+def test_a_snapshot_of_another_model_is_refused_by_name(tmp_path, snapshots):
+    import torch
+
+    import zero
+    from zero.examples.gpt import GPT
+    os.makedirs(snapshots)
+    model = GPT()
+    model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters()),
+                           {"resilience": {"snapshot_dir": snapshots}})
+    zero.save_checkpoint(model, snapshots)
+    other = torch.nn.Linear(4, 4)
+    with pytest.raises(zero.ZeroError, match="resuming from .*step-0.* failed"):
+        zero.wrap(other, torch.optim.AdamW(other.parameters()),
+                  {"resilience": {"snapshot_dir": snapshots}})
+
+
+def test_snapshots_that_cannot_be_written_stop_and_training_goes_on(tmp_path):
+    """As with a full /dev/shm: a clear warning, then steps as before."""
+    import torch
+
+    import zero
+    from zero.examples.gpt import GPT, batch, loss_fn
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    model = GPT()
+    model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters()),
+                           {"resilience": {"snapshot_dir": str(blocker / "snapshots")}})
+    with pytest.warns(RuntimeWarning, match="snapshots into .* stopped"):
+        for step in range(3):
+            x, y = batch(step, 0, 0)
+            loss_fn(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+    x, y = batch(3, 0, 0)
+    assert torch.isfinite(loss_fn(model(x), y))
