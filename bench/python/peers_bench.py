@@ -151,7 +151,7 @@ def run(kind, args, rank):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         gathered = _GatheredPeak(model)
     else:
-        stage = int(kind[-1])
+        stage = int(kind[4])  # zero2, zero3, zero3_gloo
         block = sum(p.numel() for p in model.blocks[0].parameters())
         config = {"zero_optimization": {"stage": stage, "reduce_bucket_size": block,
                                         "stage3_prefetch_bucket_size": args.prefetch_blocks * block,
@@ -160,6 +160,8 @@ def run(kind, args, rank):
                            "fetch_granularity": args.granularity}}
         if args.node_range != "auto":
             config["zero"]["node_range"] = args.node_range == "on"
+        if kind.endswith("_gloo"):  # the same stage without the node's range
+            config["zero"]["node_range"] = False
         model, opt = zero.wrap(model, torch.optim.AdamW(model.parameters(), lr=1e-3), config)
     seconds = _train(model, opt, args, rank)
     if kind.startswith("zero"):
@@ -196,6 +198,9 @@ def main():
     parser.add_argument("--node_range", default="auto", choices=("auto", "on", "off"),
                         help="zero's collectives inside the node through the processes' shared "
                              "range (auto: where torchrun's local ranks allow), or gloo (off)")
+    parser.add_argument("--with_gloo", action="store_true",
+                        help="also zero stage 3 without the node's range (zero3_gloo), in the "
+                             "same rounds")
     parser.add_argument("--allow_unoptimized", action="store_true",
                         help="run with an unoptimized library (no ratios printed)")
     args = parser.parse_args()
@@ -205,7 +210,7 @@ def main():
                          "//zero/capi:zero_engine` (or --allow_unoptimized)" % build["path"])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    kinds = ("ddp", "fsdp2", "zero2", "zero3")
+    kinds = ("ddp", "fsdp2", "zero2", "zero3") + (("zero3_gloo",) if args.with_gloo else ())
     results = {kind: {"times": []} for kind in kinds}
     for _ in range(args.rounds):
         for kind in kinds:
@@ -233,7 +238,10 @@ def _report(results, world, args, build):
     if not build["optimized"]:
         print("no ratios: the library is not an optimized build")
         return
-    for ours, peer in (("zero3", "fsdp2"), ("zero2", "ddp")):
+    pairs = [("zero3", "fsdp2"), ("zero2", "ddp")]
+    if "zero3_gloo" in results:
+        pairs += [("zero3_gloo", "fsdp2"), ("zero3", "zero3_gloo")]
+    for ours, peer in pairs:
         a, b = results[ours], results[peer]
         print("%s/%s: step time %.3f, peak model-state bytes %.3f, persistent %.3f"
               % (ours, peer, a["seconds"] / b["seconds"], a["peak"] / b["peak"],
