@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import warnings
 
 import torch.distributed as dist
@@ -205,7 +206,19 @@ class Resilience:
                 os.remove(os.path.join(self.root, name))
 
     def _at_exit(self):
-        """A normal end deletes the snapshots: nothing is left to resume."""
-        if _failed or not self._rank0():
+        """A normal end deletes the snapshots: nothing is left to resume. The
+        last one may still be written by the processes' background threads:
+        the folder is renamed away first (atomic), so no late write lands in
+        it, then removed."""
+        if _failed or not self._rank0() or not os.path.isdir(self.root):
             return
-        shutil.rmtree(self.root, ignore_errors=True)
+        trash = "%s.deleted-%d" % (self.root, os.getpid())
+        try:
+            os.rename(self.root, trash)
+        except OSError:
+            return
+        for _ in range(3):  # a write already under way may add a file once
+            shutil.rmtree(trash, ignore_errors=True)
+            if not os.path.exists(trash):
+                return
+            time.sleep(0.1)

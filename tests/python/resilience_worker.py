@@ -25,6 +25,9 @@ def main():
     parser.add_argument("--victim", type=int, default=1)
     parser.add_argument("--stage", type=int, default=3)
     parser.add_argument("--snapshot_dir", required=True)
+    parser.add_argument("--by_hand", action="store_true",
+                        help="no resilience config: load --snapshot_dir's latest and its "
+                             "caller state by hand (the reference for a resumed run)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     dist.init_process_group("gloo")
@@ -33,8 +36,10 @@ def main():
     torch.manual_seed(0)
     model = GPT()
     opt = torch.optim.AdamW(param_groups(model), lr=3e-3, foreach=False)
-    model, opt = zero.wrap(model, opt, {"zero_optimization": {"stage": args.stage},
-                                        "resilience": {"snapshot_dir": args.snapshot_dir}})
+    config = {"zero_optimization": {"stage": args.stage}}
+    if not args.by_hand:
+        config["resilience"] = {"snapshot_dir": args.snapshot_dir}
+    model, opt = zero.wrap(model, opt, config)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + 0.05 * step))
 
     def get_state():
@@ -45,8 +50,15 @@ def main():
         for group, lr in zip(opt.param_groups, value["lrs"]):
             group["lr"] = lr
 
-    zero.on_resume(model, get_state, set_state)
-    start = zero.resumed_step(model)
+    if args.by_hand:
+        with open(os.path.join(args.snapshot_dir, "latest")) as f:
+            start = int(f.read().strip().split("-")[1])
+        zero.load_checkpoint(model, args.snapshot_dir)
+        with open(os.path.join(args.snapshot_dir, "user-step-%d.json" % start)) as f:
+            set_state(json.load(f))
+    else:
+        zero.on_resume(model, get_state, set_state)
+        start = zero.resumed_step(model)
     for step in range(start, args.steps):
         x, y = batch(step, rank, 0)
         loss = loss_fn(model(x), y)

@@ -15,7 +15,7 @@ import pytest
 from conftest import HERE
 
 
-def _run(tmp_path, name, snapshots, **kw):
+def _run(tmp_path, name, snapshots, world=2, restarts=1, expect_failure=False, **kw):
     """torchrun --standalone --max-restarts=1 (a c10d rendezvous per
     attempt). TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: torch's workaround for
     its own restart bug (pytorch#135712: workers of the next attempt read the
@@ -23,11 +23,15 @@ def _run(tmp_path, name, snapshots, **kw):
     out = tmp_path / ("%s.json" % name)
     args = ["--snapshot_dir", snapshots, "--out", out]
     for key, value in kw.items():
-        args += ["--%s" % key, value]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "--max-restarts=1", str(HERE / "resilience_worker.py")] + [str(a) for a in args]
+        args += ["--%s" % key] + ([] if value is True else [value])
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc_per_node=%d" % world, "--max-restarts=%d" % restarts,
+           str(HERE / "resilience_worker.py")] + [str(a) for a in args]
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if expect_failure:
+        assert proc.returncode != 0, "the job was to fail"
+        return None
     if proc.returncode != 0:
         pytest.fail("torchrun failed (%d):\n%s" % (proc.returncode, proc.stderr[-6000:]))
     return json.loads(out.read_text())
@@ -50,6 +54,25 @@ def test_a_killed_process_costs_no_completed_step(tmp_path, snapshots, stage):
     assert (killed["attempt"], killed["start"]) == (1, 3), killed
     assert killed["digest"] == plain["digest"]
     assert not os.path.exists(snapshots)
+
+
+def test_a_job_resumes_at_another_size(tmp_path, snapshots):
+    """2 processes lose one for good (no restart): the snapshot stays. The
+    job started again with 3 resumes from it at step 3 and ends with the
+    bits of 3 processes that load the same snapshot by hand."""
+    _run(tmp_path, "lost", snapshots, restarts=0, expect_failure=True, stage=3, kill_at=3)
+    with open(os.path.join(snapshots, "latest")) as f:
+        assert f.read().strip() == "step-3"
+    copy = snapshots + "-copy"
+    shutil.copytree(snapshots, copy)
+    try:
+        resumed = _run(tmp_path, "resumed", snapshots, world=3, stage=3)
+        by_hand = _run(tmp_path, "by_hand", copy, world=3, stage=3, by_hand=True)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    assert (resumed["attempt"], resumed["start"]) == (0, 3), resumed
+    assert by_hand["start"] == 3
+    assert resumed["digest"] == by_hand["digest"]
 
 
 def test_a_snapshot_of_another_model_is_refused_by_name(tmp_path, snapshots):
