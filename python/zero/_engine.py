@@ -71,13 +71,13 @@ def node_range_plan(setting, devices_spec, group, ordered, hierarchical, config)
         reason = "no process group"
     elif not devices_spec.startswith("host"):
         reason = "the devices are '%s', not host devices (cards share through NCCL)" % devices_spec
+    elif dist.get_backend(group) != "gloo":
+        reason = "the process group is %s, not gloo" % dist.get_backend(group)
     elif local_world < 2:
         reason = "no local peers (LOCAL_WORLD_SIZE is %d)" % local_world
-    elif ranks_per_node(group) != local_world:
+    elif dist.get_world_size(group) != dist.get_world_size() or \
+            ranks_per_node(group) != local_world:
         reason = "the engine's group is not the whole world of whole nodes"
-    elif dist.get_rank(group) % local_world != local_rank:
-        reason = "LOCAL_RANK %d is not the rank %d modulo LOCAL_WORLD_SIZE %d" % (
-            local_rank, dist.get_rank(group), local_world)
     elif config.get("shard_group_size") not in (None, local_world):
         reason = "hybrid sharding groups of %d are not the node's %d processes" % (
             config["shard_group_size"], local_world)
@@ -85,6 +85,12 @@ def node_range_plan(setting, devices_spec, group, ordered, hierarchical, config)
         reason = "ordered_reductions is off (the range's sums are in rank order)"
     elif not hierarchical and dist.get_world_size(group) > local_world:
         reason = "hierarchical is off, so collectives span the nodes in one ring"
+    else:
+        # The one test that can differ between processes: all must agree.
+        mine = torch.tensor([int(dist.get_rank(group) % local_world == local_rank)])
+        dist.all_reduce(mine, op=dist.ReduceOp.MIN, group=group)
+        if not mine.item():
+            reason = "LOCAL_RANK is not the rank modulo LOCAL_WORLD_SIZE on every process"
     if reason is None:
         return local_rank, local_world
     if setting:
