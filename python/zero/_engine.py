@@ -98,6 +98,21 @@ def node_range_plan(setting, devices_spec, group, ordered, hierarchical, config)
     return None
 
 
+def _group_timeout(group):
+    """Seconds the program's process groups wait for a peer (the shorter of
+    the engine's group and the default group, whose timeout the program
+    set at init_process_group; zero.wrap's own group has torch's default),
+    so a hung process fails the node's collectives no later than it would
+    fail gloo's; NODE_TIMEOUT where torch does not say."""
+    seconds = []
+    for pg in (group, dist.distributed_c10d._get_default_group()):
+        try:
+            seconds.append(pg._get_backend(torch.device("cpu")).options._timeout.total_seconds())
+        except Exception:  # noqa: BLE001 - a private API: any failure keeps the default
+            pass
+    return min(seconds + [NODE_TIMEOUT])
+
+
 def _node_key(node, local_rank):
     """A key every process of `node` gets alike and no other range has:
     made by the node's first process, passed through the group's store."""
@@ -127,9 +142,10 @@ class Engine:
         if self.node is not None:
             local_rank, local_world = self.node
             key = _node_key(dist.get_rank(group) // local_world, local_rank)
+            self.node_timeout = _group_timeout(group)
             rc = lib.zero_devices_create_node(ctypes.byref(devices), devices_spec.encode(),
                                               local_rank, local_world, key.encode(),
-                                              NODE_TIMEOUT)
+                                              self.node_timeout)
             text = lib.zero_engine_last_error().decode(errors="replace") if rc else ""
             if rc and node_range is None and "cannot reserve" in text:
                 # Every process got the leader's verdict: all go on without.
@@ -155,7 +171,8 @@ class Engine:
             if per_node < self.world:
                 comm = self._hierarchical(per_node, ordered)
             elif self.node is not None:
-                check(lib.zero_comm_create_node(ctypes.byref(comm), self.devices, NODE_TIMEOUT),
+                check(lib.zero_comm_create_node(ctypes.byref(comm), self.devices,
+                                                self.node_timeout),
                       "creating the node communicator")
             else:
                 check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
@@ -196,7 +213,8 @@ class Engine:
         for level, group in enumerate((made[rank // per_node], made[nodes + rank % per_node])):
             handle = ctypes.c_void_p()
             if level == 0 and self.node is not None:
-                check(lib.zero_comm_create_node(ctypes.byref(handle), self.devices, NODE_TIMEOUT),
+                check(lib.zero_comm_create_node(ctypes.byref(handle), self.devices,
+                                                self.node_timeout),
                       "creating the node communicator")
                 self.levels.append((None, handle))
                 handles.append(handle)

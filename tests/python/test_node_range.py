@@ -67,3 +67,32 @@ def test_on_where_it_cannot_be_is_refused_with_the_reason():
     with pytest.raises(zero.ZeroError, match="node_range is on, but no process group"):
         zero.wrap(model, torch.optim.SGD(model.parameters(), lr=0.1),
                   {"zero": {"node_range": True}})
+
+
+def test_a_hung_process_fails_its_node_peers_within_the_group_timeout():
+    """SIGSTOP of local rank 2 of 3 mid-step: alive, so no pidfd fires; the
+    others fail naming it once the process group's timeout (10 s here) has
+    passed, not the range's default of 300 s."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import HERE, _free_port
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+               WORLD_SIZE="3", LOCAL_WORLD_SIZE="3", OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, str(HERE / "kill_worker.py"), "--victim", "2",
+                               "--stop", "--timeout", "10"],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                              stderr=subprocess.PIPE, text=True) for r in range(3)]
+    start = time.monotonic()
+    try:
+        results = [p.communicate(timeout=120) for p in procs[:2]]
+        took = time.monotonic() - start
+    finally:
+        procs[2].send_signal(signal.SIGKILL)
+        procs[2].communicate()
+    for rank, (_, err) in enumerate(results):
+        assert procs[rank].returncode == 3, (rank, err[-3000:])
+        assert "rank 2" in err, err[-3000:]
+    assert took < 90, took
