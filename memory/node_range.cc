@@ -15,35 +15,28 @@
 
 #include "absl/strings/str_format.h"
 #include "base/units.h"
+#include "memory/internal/mapping_error.h"
 
 namespace zero {
 namespace {
 
+using internal::MappingError;
+
 constexpr size_t kPage = 4096;
 constexpr size_t kHeaderFixed = 64;  // the Header fields before the bits
-constexpr uint64_t kHeaderMagic = 0x7264686e6f72657aULL;  // "zeronhdr"
-
-absl::Status Errno(std::string_view what, uintptr_t addr, size_t bytes) {
-  return absl::InternalError(absl::StrFormat("%s(%#x, %s): %s", what, addr, FormatBytes(bytes),
-                                             std::strerror(errno)));
-}
 
 // Back to reserved-only: no memory, no access, the address kept.
 absl::Status Protect(uintptr_t addr, size_t bytes) {
   void* p = mmap(reinterpret_cast<void*>(addr), bytes, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? Errno("mmap(PROT_NONE)", addr, bytes) : absl::OkStatus();
+  return p == MAP_FAILED ? MappingError("mmap(PROT_NONE)", addr, bytes) : absl::OkStatus();
 }
 
 }  // namespace
 
 // At file offset slice_bytes of each process's memfd; peers map it read-only.
 struct NodeRange::Header {
-  uint64_t magic;
-  int32_t pid;
-  int32_t local_rank;
   std::atomic<uint64_t> generation;  // bumped after every change of the bits
-  std::atomic<uint64_t> backed_chunks;
 
   std::atomic<uint64_t>* bits() {
     return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(this) + kHeaderFixed);
@@ -72,7 +65,7 @@ NodeRange::~NodeRange() {
 
 size_t NodeRange::header_bytes() const { return AlignUp(kHeaderFixed + words() * 8, kPage); }
 
-// After the descriptors arrived: every header mapped, this one initialized.
+// After the descriptors arrived: every header mapped (zeros: nothing backed).
 absl::Status NodeRange::MapHeaders() {
   const size_t bytes = header_bytes() + kMailboxBytes;
   for (int l = 0; l < local_world_; ++l) {
@@ -80,15 +73,11 @@ absl::Status NodeRange::MapHeaders() {
     const bool own = l == local_rank_;
     void* p = mmap(nullptr, bytes, own ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, view.fd,
                    static_cast<off_t>(slice_));
-    if (p == MAP_FAILED) return Errno("mmap(header)", 0, bytes);
+    if (p == MAP_FAILED) return MappingError("mmap(header)", 0, bytes);
     view.header = static_cast<Header*>(p);
     view.mailbox = static_cast<char*>(p) + header_bytes();
     view.mapped.assign(words(), 0);
   }
-  Header* own = views_[local_rank_].header;
-  own->magic = kHeaderMagic;
-  own->pid = getpid();
-  own->local_rank = local_rank_;
   return absl::OkStatus();
 }
 
@@ -114,13 +103,13 @@ absl::Status NodeRange::MapOwn(uintptr_t addr, size_t bytes) {
   const off_t offset = static_cast<off_t>(addr - slice_begin(local_rank_));
   void* p = mmap(reinterpret_cast<void*>(addr), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED,
                  views_[local_rank_].fd, offset);
-  return p == MAP_FAILED ? Errno("mmap(memfd)", addr, bytes) : absl::OkStatus();
+  return p == MAP_FAILED ? MappingError("mmap(memfd)", addr, bytes) : absl::OkStatus();
 }
 
 absl::Status NodeRange::OpenOwn(uintptr_t addr, size_t bytes) {
   if (absl::Status s = CheckOwn(addr, bytes, "open"); !s.ok()) return s;
   if (mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | PROT_WRITE) != 0) {
-    return Errno("mprotect", addr, bytes);
+    return MappingError("mprotect", addr, bytes);
   }
   Announce(addr, bytes, true);
   return absl::OkStatus();
@@ -132,7 +121,7 @@ absl::Status NodeRange::UnmapOwn(uintptr_t addr, size_t bytes) {
   const off_t offset = static_cast<off_t>(addr - slice_begin(local_rank_));
   if (fallocate(views_[local_rank_].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
                 static_cast<off_t>(bytes)) != 0) {
-    return Errno("fallocate(PUNCH_HOLE)", addr, bytes);
+    return MappingError("fallocate(PUNCH_HOLE)", addr, bytes);
   }
   return Protect(addr, bytes);
 }
@@ -151,16 +140,16 @@ void NodeRange::Announce(uintptr_t addr, size_t bytes, bool backed) {
       header->bits()[c / 64].fetch_and(~bit, std::memory_order_relaxed);
     }
   }
-  if (backed) {
-    header->backed_chunks.fetch_add(count, std::memory_order_relaxed);
-  } else {
-    header->backed_chunks.fetch_sub(count, std::memory_order_relaxed);
-  }
   header->generation.fetch_add(1, std::memory_order_release);
 }
 
 size_t NodeRange::announced_bytes(int local) const {
-  return views_[local].header->backed_chunks.load(std::memory_order_acquire) * chunk_;
+  Header* header = views_[local].header;
+  size_t chunks = 0;
+  for (size_t w = 0; w < words(); ++w) {
+    chunks += std::popcount(header->bits()[w].load(std::memory_order_acquire));
+  }
+  return chunks * chunk_;
 }
 
 size_t NodeRange::resident_bytes(int local) const {
@@ -206,7 +195,7 @@ absl::Status NodeRange::ApplyView(int local, const std::vector<uint64_t>& want) 
     if (backed) {
       void* p = mmap(reinterpret_cast<void*>(addr), bytes, PROT_READ, MAP_SHARED | MAP_FIXED,
                      view.fd, static_cast<off_t>(c * chunk_));
-      if (p == MAP_FAILED) return Errno("mmap(peer)", addr, bytes);
+      if (p == MAP_FAILED) return MappingError("mmap(peer)", addr, bytes);
     } else if (absl::Status s = Protect(addr, bytes); !s.ok()) {
       return s;
     }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/fingerprint.h"
 #include "base/status_macros.h"
 #include "base/units.h"
 #include "memory/internal/unix_socket.h"
@@ -33,9 +34,6 @@ struct Hello {
   uint64_t magic;
   int32_t local_rank, local_world, pid, unused;
   uint64_t slice, chunk;
-};
-struct Proposal {
-  uint64_t base;
 };
 struct Reply {
   int32_t error;  // 0: reserved
@@ -90,8 +88,7 @@ std::vector<uintptr_t> Candidates(size_t bytes, const std::string& key) {
   const uintptr_t step = AlignUp(bytes, uintptr_t{1} << 30);
   if (sizeof(void*) != 8 || step >= (kHigh - kLow) / 4) return {};
   const uint64_t slots = (kHigh - kLow) / step;
-  uint64_t hash = 1469598103934665603ULL;  // FNV-1a
-  for (char c : key) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  const uint64_t hash = Fnv1a(key.data(), key.size());
   std::vector<uintptr_t> candidates;
   for (uint64_t i = 0; i < 16 && i < slots; ++i) {
     candidates.push_back(kLow + ((hash + i) % slots) * step);
@@ -288,7 +285,7 @@ class NodeRangeJoin {
       RETURN_IF_ERROR(internal::Receive(leader, &verdict, sizeof(verdict), deadline_));
       if (verdict.agreed) break;
       if (reply.error == 0) munmap(reinterpret_cast<void*>(base), total_);
-      if (!verdict.retry) {  // base: the address that failed, as the leader says
+      if (!verdict.retry) {
         return absl::FailedPreconditionError(ReserveFailure(
             o_, verdict.failed_rank, verdict.failed_pid, verdict.error, base, total_, round));
       }

@@ -8,16 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "base/units.h"
 #include "memory/host_stream.h"
+#include "memory/internal/mapping_error.h"
 
 namespace zero {
-namespace {
 
-absl::Status ErrnoError(const char* what, uintptr_t addr, size_t bytes) {
-  return absl::InternalError(absl::StrFormat("%s(%#x, %s) failed: %s", what, addr,
-                                             FormatBytes(bytes), std::strerror(errno)));
-}
-
-}  // namespace
+using internal::MappingError;
 
 absl::StatusOr<uintptr_t> HostBackend::Reserve(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -29,7 +24,7 @@ absl::StatusOr<uintptr_t> HostBackend::Reserve(size_t bytes) {
 }
 
 absl::Status HostBackend::Unreserve(uintptr_t base, size_t bytes) {
-  if (munmap(reinterpret_cast<void*>(base), bytes) != 0) return ErrnoError("munmap", base, bytes);
+  if (munmap(reinterpret_cast<void*>(base), bytes) != 0) return MappingError("munmap", base, bytes);
   return absl::OkStatus();
 }
 
@@ -43,15 +38,15 @@ absl::StatusOr<PhysicalHandle> SimulatedBackend::CreatePhysical(int device, size
 
 absl::Status HostBackend::SetAccess(uintptr_t addr, size_t bytes, std::span<const int>) {
   if (mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | PROT_WRITE) != 0) {
-    return ErrnoError("mprotect", addr, bytes);
+    return MappingError("mprotect", addr, bytes);
   }
   return absl::OkStatus();
 }
 
 absl::Status HostBackend::UnmapPhysical(uintptr_t addr, size_t bytes) {
   void* p = reinterpret_cast<void*>(addr);
-  if (madvise(p, bytes, MADV_DONTNEED) != 0) return ErrnoError("madvise", addr, bytes);
-  if (mprotect(p, bytes, PROT_NONE) != 0) return ErrnoError("mprotect", addr, bytes);
+  if (madvise(p, bytes, MADV_DONTNEED) != 0) return MappingError("madvise", addr, bytes);
+  if (mprotect(p, bytes, PROT_NONE) != 0) return MappingError("mprotect", addr, bytes);
   return absl::OkStatus();
 }
 
