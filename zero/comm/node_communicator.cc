@@ -21,12 +21,24 @@ namespace {
 
 using Phase = NodeFlags::Phase;
 
+// Where the buffers peers must read go when they lie outside this
+// process's slice: a copy in `memory`, which the caller allocates.
+struct Staging {
+  bool send = false;
+  bool recv = false;
+  size_t send_bytes = 0;
+  size_t recv_bytes = 0;
+  char* memory = nullptr;
+  size_t bytes() const { return (send ? send_bytes : 0) + (recv ? recv_bytes : 0); }
+};
+
 // One call, by value: it may run on a stream after its communicator is gone.
 struct Part {
   CollectiveCall call;
   const void* send;
   void* recv;
   uint64_t seq;
+  Staging staging;  // planned once, when the call is made
 };
 
 char* At(uint64_t base, size_t elements, DType dtype) {
@@ -41,15 +53,6 @@ bool PeersReadSend(const CollectiveCall& call, int rank) {
   }
 }
 
-// Where the buffers peers must read go when they lie outside this
-// process's slice: a copy in staging memory (allocated by the caller).
-struct Staging {
-  bool send = false;
-  bool recv = false;
-  size_t send_bytes = 0;
-  size_t recv_bytes = 0;
-  size_t bytes() const { return (send ? send_bytes : 0) + (recv ? recv_bytes : 0); }
-};
 
 // What a communicator and its queued calls share.
 class NodeState {
@@ -72,11 +75,11 @@ class NodeState {
     return staging;
   }
 
-  // This process's part of one call (`staging`: Plan's bytes, or null); a
-  // failure fails the group (the peers may be waiting on this process).
-  absl::Status Run(const Part& part, char* staging) {
+  // This process's part of one call; a failure fails the group (the peers
+  // may be waiting on this process).
+  absl::Status Run(const Part& part) {
     absl::Status status = AwaitTurn(part);
-    if (status.ok()) status = RunPart(part, staging);
+    if (status.ok()) status = RunPart(part);
     if (!status.ok()) flags.Fail(RankFailedError(part.seq, flags.rank(), status));
     std::lock_guard lock(turn_mu_);
     finished_ = part.seq;
@@ -105,7 +108,7 @@ class NodeState {
         absl::FormatDuration(timeout_)));
   }
 
-  absl::Status RunPart(const Part& part, char* staging);
+  absl::Status RunPart(const Part& part);
   absl::Status Move(const Part& part, uint64_t recv_published);
   absl::Status AllReduce(const Part& part, uint64_t recv_published);
   void Copy(void* dst, const void* src, size_t bytes) {
@@ -130,18 +133,20 @@ class NodeState {
   uint64_t finished_ = 0;  // the last call this process ran (guarded by turn_mu_)
 };
 
-absl::Status NodeState::RunPart(const Part& part, char* staging) {
+absl::Status NodeState::RunPart(const Part& part) {
   RETURN_IF_ERROR(flags.failure());
   const CollectiveCall& call = part.call;
   uint64_t send = reinterpret_cast<uint64_t>(part.send);
   uint64_t recv = reinterpret_cast<uint64_t>(part.recv);
   // What peers read must be in this process's slice.
-  const Staging plan = Plan(call, part.send, part.recv);
+  const Staging& plan = part.staging;
   if (plan.send) {
-    std::memcpy(staging, part.send, plan.send_bytes);
-    send = reinterpret_cast<uint64_t>(staging);
+    std::memcpy(plan.memory, part.send, plan.send_bytes);
+    send = reinterpret_cast<uint64_t>(plan.memory);
   }
-  if (plan.recv) recv = reinterpret_cast<uint64_t>(staging + (plan.send ? plan.send_bytes : 0));
+  if (plan.recv) {
+    recv = reinterpret_cast<uint64_t>(plan.memory + (plan.send ? plan.send_bytes : 0));
+  }
   NodeSlot& own = flags.own();
   own.call = call;
   own.send = send;
@@ -228,7 +233,7 @@ class NodeCommunicator final : public Communicator {
  protected:
   absl::Status Execute(const CollectiveCall& call, const void* send, void* recv, Stream* stream,
                        const absl::Status& invalid) override {
-    const Part part{call, send, recv, ++seq_};
+    Part part{call, send, recv, ++seq_, {}};
     absl::Status bad = invalid;
     if (bad.ok()) bad = CheckRecv(call, recv);
     if (bad.ok() && stream != nullptr && stream->is_card()) {
@@ -244,24 +249,26 @@ class NodeCommunicator final : public Communicator {
     RETURN_IF_ERROR(state_->flags.failure());  // a failed group fails fast
     // Staging comes from the pool here, on the call's stream, and goes back
     // in that stream's order: work on a stream must not call the pool.
-    const size_t staging_bytes = state_->Plan(call, send, recv).bytes();
-    char* staging = nullptr;
+    part.staging = state_->Plan(call, send, recv);
+    const size_t staging_bytes = part.staging.bytes();
     if (staging_bytes > 0) {
       absl::StatusOr<char*> got = AllocateStaging(staging_bytes, stream);
       if (!got.ok()) {
         state_->flags.Fail(RankFailedError(part.seq, rank(), got.status()));
         return got.status();
       }
-      staging = *got;
+      part.staging.memory = *got;
     }
     absl::Status result;
     if (stream == nullptr) {
-      result = state_->Run(part, staging);
+      result = state_->Run(part);
     } else {
-      result = stream->Enqueue([state = state_, part, staging] { (void)state->Run(part, staging); });
+      result = stream->Enqueue([state = state_, part] { (void)state->Run(part); });
       if (!result.ok()) state_->flags.Fail(RankFailedError(part.seq, rank(), result));
     }
-    if (staging != nullptr) pool_->Deallocate(staging, staging_bytes, stream).IgnoreError();
+    if (staging_bytes > 0) {
+      pool_->Deallocate(part.staging.memory, staging_bytes, stream).IgnoreError();
+    }
     return result;
   }
 
