@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace zero::capi {
 namespace {
@@ -47,6 +48,15 @@ int Return(const absl::Status& status) {
 absl::Status Required(const void* p, absl::string_view what) {
   if (p != nullptr) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(what, " is null"));
+}
+
+absl::StatusOr<DevicePool*> PoolOf(zero_devices_t devices, int device) {
+  RETURN_IF_ERROR(Required(devices, "devices"));
+  if (device < 0 || device >= devices->system->device_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("device %d of %d", device, devices->system->device_count()));
+  }
+  return &devices->system->pool(device);
 }
 
 absl::Status CheckStructSize(absl::string_view what, size_t given, size_t expected) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "memory/device_system.h"
 #include "memory/node_range.h"
@@ -44,6 +45,10 @@ std::string& LastError();
 int Return(const absl::Status& status);
 
 absl::Status Required(const void* p, absl::string_view what);
+
+// The pool of device `device` of `devices` (not null); InvalidArgument
+// "device D of N" for an index it does not have.
+absl::StatusOr<DevicePool*> PoolOf(zero_devices_t devices, int device);
 
 // InvalidArgument unless `given`, the `size` member of a struct the caller
 // filled (of type `what`), is this library's sizeof, `expected`: else the

@@ -92,26 +92,18 @@ int zero_devices_node_info(zero_devices_t devices, char* buffer, size_t size, si
 
 int zero_devices_allocate(zero_devices_t devices, int device, size_t bytes, void** ptr) {
   return Guard([&]() -> absl::Status {
-    RETURN_IF_ERROR(Required(devices, "devices"));
     RETURN_IF_ERROR(Required(ptr, "ptr"));
     *ptr = nullptr;
-    if (device < 0 || device >= devices->system->device_count()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "device %d of %d", device, devices->system->device_count()));
-    }
-    ASSIGN_OR_RETURN(*ptr, devices->system->pool(device).Allocate(bytes, zero::Tag::kCommunication));
+    ASSIGN_OR_RETURN(zero::DevicePool* pool, zero::capi::PoolOf(devices, device));
+    ASSIGN_OR_RETURN(*ptr, pool->Allocate(bytes, zero::Tag::kCommunication));
     return absl::OkStatus();
   });
 }
 
 int zero_devices_free(zero_devices_t devices, int device, void* ptr, size_t bytes) {
   return Guard([&]() -> absl::Status {
-    RETURN_IF_ERROR(Required(devices, "devices"));
-    if (device < 0 || device >= devices->system->device_count()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "device %d of %d", device, devices->system->device_count()));
-    }
-    return devices->system->pool(device).Deallocate(ptr, bytes);
+    ASSIGN_OR_RETURN(zero::DevicePool* pool, zero::capi::PoolOf(devices, device));
+    return pool->Deallocate(ptr, bytes);
   });
 }
 

@@ -263,14 +263,10 @@ int zero_comm_create_hierarchical(zero_comm_t* comm, int rank, int ranks_per_nod
     *comm = nullptr;
     RETURN_IF_ERROR(Required(intra, "intra"));
     RETURN_IF_ERROR(Required(inter, "inter"));
-    RETURN_IF_ERROR(Required(devices, "devices"));
     if (intra->comm == nullptr || inter->comm == nullptr) {
       return absl::FailedPreconditionError("intra or inter was already used by another communicator");
     }
-    if (device < 0 || device >= devices->system->device_count()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "device %d of %d", device, devices->system->device_count()));
-    }
+    ASSIGN_OR_RETURN(zero::DevicePool* const pool, zero::capi::PoolOf(devices, device));
     const int world = ranks_per_node * inter->comm->world_size();
     ASSIGN_OR_RETURN(const zero::Topology topology, zero::Topology::Create(world, ranks_per_node));
     // Checked before anything moves: on an error both handles stay whole.
@@ -284,7 +280,7 @@ int zero_comm_create_hierarchical(zero_comm_t* comm, int rank, int ranks_per_nod
     }
     ASSIGN_OR_RETURN(auto made, zero::MakeHierarchicalCommunicator(
                                     topology, rank, std::move(intra->comm),
-                                    std::move(inter->comm), &devices->system->pool(device)));
+                                    std::move(inter->comm), pool));
     *comm = new zero_comm{std::move(made)};
     return absl::OkStatus();
   });
