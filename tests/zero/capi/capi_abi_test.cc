@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 #include "zero/capi/zero_engine.h"
 #include "zero/model_state_formula.h"
@@ -86,6 +88,70 @@ TEST(CapiAbi, HierarchicalCommunicatorChecksItsParts) {
   EXPECT_NE(LastError().find("emptied into a hierarchical"), std::string::npos) << LastError();
   for (zero_comm_t c : {made, intra[0], intra[1], inter[0], inter[1]}) zero_comm_destroy(c);
   zero_devices_destroy(devices);
+}
+
+TEST(CapiAbi, NodeRangeFunctionsWorkAloneAndRefuseBadInput) {
+  zero_devices_t node = nullptr;
+  for (const char* spec : {"meta:1x64MiB", "host:2x64MiB", "host:nonsense"}) {
+    EXPECT_EQ(zero_devices_create_node(&node, spec, 0, 1, "capi-bad", 5.0),
+              ZERO_INVALID_ARGUMENT)
+        << spec;
+  }
+  EXPECT_NE(LastError().find("host:nonsense"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_devices_create_node(&node, "host:1x64MiB", 0, 1, nullptr, 5.0),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(zero_devices_create_node(&node, "host:1x64MiB", 0, 1, "capi-bad", 0.0),
+            ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("timeout"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_devices_create_node(&node, "host:1x64MiB", 1, 1, "capi-bad", 5.0),
+            ZERO_INVALID_ARGUMENT);  // local rank 1 of 1
+  EXPECT_EQ(node, nullptr);
+
+  // Devices made otherwise have no range.
+  zero_devices_t plain = nullptr;
+  ASSERT_EQ(zero_devices_create(&plain, "host:1x64MiB"), ZERO_OK);
+  zero_comm_t comm = nullptr;
+  EXPECT_EQ(zero_comm_create_node(&comm, plain, 5.0), ZERO_FAILED_PRECONDITION);
+  EXPECT_NE(LastError().find("zero_devices_create_node"), std::string::npos) << LastError();
+  char text[512];
+  size_t needed = 0;
+  EXPECT_EQ(zero_devices_node_info(plain, text, sizeof(text), &needed), ZERO_FAILED_PRECONDITION);
+  void* p = nullptr;
+  EXPECT_EQ(zero_devices_allocate(plain, 3, 64, &p), ZERO_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("device 3 of 1"), std::string::npos) << LastError();
+  EXPECT_EQ(zero_devices_allocate(plain, 0, 0, &p), ZERO_INVALID_ARGUMENT);  // zero bytes
+  EXPECT_EQ(zero_devices_free(plain, -1, nullptr, 64), ZERO_INVALID_ARGUMENT);
+  zero_devices_destroy(plain);
+
+  // A range of one process: it joins alone, and its collectives are copies.
+  const std::string key = "capi-alone-" + std::to_string(::getpid());
+  ASSERT_EQ(zero_devices_create_node(&node, "host:1x64MiB", 0, 1, key.c_str(), 5.0), ZERO_OK)
+      << LastError();
+  ASSERT_EQ(zero_comm_create_node(&comm, node, 5.0), ZERO_OK) << LastError();
+  ASSERT_EQ(zero_devices_node_info(node, text, sizeof(text), &needed), ZERO_OK);
+  EXPECT_NE(std::string(text).find("\"local_world\": 1"), std::string::npos) << text;
+  void* send = nullptr;
+  void* recv = nullptr;
+  ASSERT_EQ(zero_devices_allocate(node, 0, 4 * sizeof(float), &send), ZERO_OK);
+  ASSERT_EQ(zero_devices_allocate(node, 0, 4 * sizeof(float), &recv), ZERO_OK);
+  float* in = static_cast<float*>(send);
+  float* out = static_cast<float*>(recv);
+  for (int i = 0; i < 4; ++i) in[i] = 1.5f * i;
+  constexpr int kF32 = ZERO_F32, kSum = ZERO_SUM;
+  EXPECT_EQ(zero_comm_all_gather(comm, send, recv, 4, kF32), ZERO_OK);
+  EXPECT_EQ(out[3], 4.5f);
+  EXPECT_EQ(zero_comm_all_reduce(comm, send, recv, 4, kF32, kSum), ZERO_OK);
+  EXPECT_EQ(out[2], 3.0f);
+  EXPECT_EQ(zero_comm_reduce_scatter(comm, send, recv, 4, kF32, kSum), ZERO_OK);
+  EXPECT_EQ(out[1], 1.5f);
+  EXPECT_EQ(zero_comm_all_gather(comm, send, recv, 4, 99), ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(zero_comm_reduce_scatter(comm, send, recv, 4, kF32, 99), ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(zero_comm_all_reduce(nullptr, send, recv, 4, kF32, kSum), ZERO_INVALID_ARGUMENT);
+  EXPECT_EQ(zero_devices_free(node, 0, send, 4 * sizeof(float)), ZERO_OK);
+  EXPECT_EQ(zero_devices_free(node, 0, recv, 4 * sizeof(float)), ZERO_OK);
+  EXPECT_EQ(zero_devices_free(node, 0, recv, 4 * sizeof(float)), ZERO_FAILED_PRECONDITION);  // twice
+  zero_comm_destroy(comm);
+  zero_devices_destroy(node);
 }
 
 TEST(CapiAbi, ParamSpecsOfAnotherSizeAreRefused) {
