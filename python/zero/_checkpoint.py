@@ -17,6 +17,7 @@
 
 import json
 import os
+import shutil
 import struct
 
 import torch
@@ -74,6 +75,14 @@ class PendingCheckpoint:
         if self._error is not None:
             raise self._error
         return self._folder
+
+
+def keep_only(root, name, ignore_errors=False):
+    """Every step folder of checkpoint root `root` but `name` goes (a root
+    that holds the newest state only)."""
+    for entry in os.scandir(root):
+        if entry.is_dir() and entry.name.startswith("step-") and entry.name != name:
+            shutil.rmtree(entry.path, ignore_errors=ignore_errors)
 
 
 def load_checkpoint(model, path):

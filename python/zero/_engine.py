@@ -5,6 +5,7 @@ import atexit
 import ctypes
 import itertools
 import json
+import os
 import uuid
 import warnings
 import weakref
@@ -41,7 +42,6 @@ def ranks_per_node(group):
     """torchrun's processes per node (LOCAL_WORLD_SIZE) when the engine's
     group is the whole world and the nodes divide it; else the group's size
     (one level)."""
-    import os
     world = dist.get_world_size(group)
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world) or world)
     if world != dist.get_world_size() or per_node < 1 or world % per_node != 0:
@@ -61,7 +61,6 @@ def node_range_plan(setting, devices_spec, group, ordered, hierarchical, config)
     node read peers in place; None when it stays as before. `setting`: None
     (on wherever it can be: torchrun's local ranks on host devices), True
     (refused with the reason where it cannot be), False (off)."""
-    import os
     if setting is False:
         return None
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
@@ -116,7 +115,6 @@ def _group_timeout(group):
 def _node_key(node, local_rank):
     """A key every process of `node` gets alike and no other range has:
     made by the node's first process, passed through the group's store."""
-    import os
     # The store outlives a torchrun restart: a key from the attempt before
     # must never be read again.
     name = "zero/node_range/%s/%d/%d" % (os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"),
@@ -138,26 +136,7 @@ class Engine:
         self.collectives = None
         self.node = node_range_plan(node_range, devices_spec, group, ordered, hierarchical,
                                     config)
-        devices = ctypes.c_void_p()
-        if self.node is not None:
-            local_rank, local_world = self.node
-            key = _node_key(dist.get_rank(group) // local_world, local_rank)
-            self.node_timeout = _group_timeout(group)
-            rc = lib.zero_devices_create_node(ctypes.byref(devices), devices_spec.encode(),
-                                              local_rank, local_world, key.encode(),
-                                              self.node_timeout)
-            text = lib.zero_engine_last_error().decode(errors="replace") if rc else ""
-            if rc and node_range is None and "cannot reserve" in text:
-                # Every process got the leader's verdict: all go on without.
-                warnings.warn("zero: no node-wide range (%s); collectives inside the node go "
-                              "through the process group" % text, RuntimeWarning)
-                self.node = None
-            else:
-                check(rc, "creating devices '%s' in the node's range" % devices_spec)
-        if self.node is None:
-            check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
-                  "creating devices '%s'" % devices_spec)
-        self.devices = devices
+        self.devices = self._create_devices(devices_spec, group, node_range)
         self.device = _order.device_of(devices_spec)
         comm = ctypes.c_void_p()
         self.levels = []  # a hierarchical communicator's two (collectives, handle, group)
@@ -171,9 +150,7 @@ class Engine:
             if per_node < self.world:
                 comm = self._hierarchical(per_node, ordered)
             elif self.node is not None:
-                check(lib.zero_comm_create_node(ctypes.byref(comm), self.devices,
-                                                self.node_timeout),
-                      "creating the node communicator")
+                comm = self._node_comm()
             else:
                 check(lib.zero_comm_create(ctypes.byref(comm), self.rank, self.world,
                                            ctypes.byref(self.collectives.struct)),
@@ -211,14 +188,11 @@ class Engine:
         self.owned_groups = [g for g in made if g != dist.GroupMember.NON_GROUP_MEMBER]
         handles = []
         for level, group in enumerate((made[rank // per_node], made[nodes + rank % per_node])):
-            handle = ctypes.c_void_p()
             if level == 0 and self.node is not None:
-                check(lib.zero_comm_create_node(ctypes.byref(handle), self.devices,
-                                                self.node_timeout),
-                      "creating the node communicator")
-                self.levels.append((None, handle))
-                handles.append(handle)
+                handles.append(self._node_comm())
+                self.levels.append((None, handles[-1]))
                 continue
+            handle = ctypes.c_void_p()
             collectives = _comm.ProcessGroupCollectives(group, ordered, self.device)
             check(lib.zero_comm_create(ctypes.byref(handle), collectives.rank,
                                        collectives.world, ctypes.byref(collectives.struct)),
@@ -230,6 +204,39 @@ class Engine:
                                                 handles[1], self.devices, 0),
               "creating the hierarchical communicator")
         return comm
+
+    def _create_devices(self, devices_spec, group, node_range):
+        """This process's devices: in the node's range when self.node says
+        so (auto mode falls back when no address suits every process), else
+        alone."""
+        lib, devices = self._lib, ctypes.c_void_p()
+        if self.node is not None:
+            local_rank, local_world = self.node
+            key = _node_key(dist.get_rank(group) // local_world, local_rank)
+            self.node_timeout = _group_timeout(group)
+            rc = lib.zero_devices_create_node(ctypes.byref(devices), devices_spec.encode(),
+                                              local_rank, local_world, key.encode(),
+                                              self.node_timeout)
+            text = lib.zero_engine_last_error().decode(errors="replace") if rc else ""
+            if rc and node_range is None and "cannot reserve" in text:
+                # Every process got the leader's verdict: all go on without.
+                warnings.warn("zero: no node-wide range (%s); collectives inside the node go "
+                              "through the process group" % text, RuntimeWarning)
+                self.node = None
+            else:
+                check(rc, "creating devices '%s' in the node's range" % devices_spec)
+        if self.node is None:
+            check(lib.zero_devices_create(ctypes.byref(devices), devices_spec.encode()),
+                  "creating devices '%s'" % devices_spec)
+        return devices
+
+    def _node_comm(self):
+        """The node's communicator over the range (zero_comm_create_node)."""
+        handle = ctypes.c_void_p()
+        check(self._lib.zero_comm_create_node(ctypes.byref(handle), self.devices,
+                                              self.node_timeout),
+              "creating the node communicator")
+        return handle
 
     def _check(self, rc, what):
         if rc == 0:

@@ -39,7 +39,7 @@ import warnings
 
 import torch.distributed as dist
 
-from ._checkpoint import PendingCheckpoint
+from ._checkpoint import PendingCheckpoint, keep_only
 from ._lib import ZeroError
 
 _STEP = re.compile(r"^step-(\d+)(?:\.\d+)?$")
@@ -196,11 +196,9 @@ class Resilience:
         _write_json(os.path.join(root, "user-step-%d.json" % steps), self.get_user())
 
     def _prune(self, keep):
-        """Every snapshot but `keep` (and its user state) goes."""
+        """Every snapshot but `keep` (and older user states) goes."""
+        keep_only(self.root, keep, ignore_errors=True)
         for name in os.listdir(self.root):
-            match = _STEP.match(name)
-            if match and name != keep:
-                shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
             user = re.match(r"^user-step-(\d+)\.json$", name)
             if user and int(user.group(1)) < int(_STEP.match(keep).group(1)):
                 os.remove(os.path.join(self.root, name))

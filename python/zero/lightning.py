@@ -27,7 +27,6 @@ A save with weights_only is one plain file. fit(ckpt_path=) also resumes a
 plain Lightning file (DDP's): whole weights and a torch optimizer state."""
 
 import os
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -249,7 +248,9 @@ class ZeroStrategy(DDPStrategy):
         self.barrier("ZeroStrategy.save_checkpoint")
         folder = _checkpoint.save_checkpoint(self.lightning_module, path / ZERO_DIR)
         if self.is_global_zero:
-            _keep_only(path / ZERO_DIR, Path(folder).name)
+            # A path saved again (ModelCheckpoint's last.ckpt) holds the
+            # newest state only.
+            _checkpoint.keep_only(path / ZERO_DIR, Path(folder).name)
             self.checkpoint_io.save_checkpoint({**checkpoint, SHARDED: ZERO_DIR},
                                                path / LIGHTNING_FILE)
         self.barrier("ZeroStrategy.save_checkpoint")
@@ -300,14 +301,6 @@ class ZeroStrategy(DDPStrategy):
             super().teardown()
         finally:
             self._lightning_module = module
-
-
-def _keep_only(root, name):
-    """A path saved again (ModelCheckpoint's last.ckpt) holds the newest
-    state only: the step folders of earlier saves go."""
-    for entry in root.iterdir():
-        if entry.is_dir() and entry.name.startswith("step-") and entry.name != name:
-            shutil.rmtree(entry)
 
 
 def _load_unsharded(module, values, strict):
