@@ -286,3 +286,31 @@ TEST(NodeRange, BadOptionsAndForeignAddressesAreRefused) {
 
 }  // namespace
 }  // namespace zero
+
+namespace zero {
+namespace {
+
+TEST(NodeBackend, RefusesWhatItsSliceCannotHold) {
+  auto range = NodeRange::Join(testing::NodeOptions(testing::UniqueKey("backend"), 0, 1));
+  ASSERT_TRUE(range.ok()) << range.status();
+  NodeBackend backend(*range, testing::kNodeCapacity);
+  EXPECT_EQ(backend.Reserve((*range)->slice_bytes() + 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(backend.Reserve((*range)->slice_bytes()).ok());
+  EXPECT_EQ(backend.Reserve(4096).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(backend.CreatePhysical(1, (*range)->chunk()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend.CreatePhysical(0, (*range)->chunk() + 4096).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNodeDevices(nullptr, testing::kNodeCapacity).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(NodeRange, AKeyTooLongForASocketNameIsRefused) {
+  const std::string key(200, 'k');
+  auto range = NodeRange::Join(testing::NodeOptions(key, 0, 2));
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument) << range.status();
+}
+
+}  // namespace
+}  // namespace zero

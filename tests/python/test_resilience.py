@@ -110,3 +110,29 @@ def test_snapshots_that_cannot_be_written_stop_and_training_goes_on(tmp_path):
             opt.zero_grad()
     x, y = batch(3, 0, 0)
     assert torch.isfinite(loss_fn(model(x), y))
+
+
+@pytest.mark.parametrize("section,said", [
+    ({"snapshot_every": 0}, "resilience.snapshot_every"),
+    ({"checkpoint_every": 5}, "checkpoint_every needs resilience.checkpoint_dir"),
+    ({"snapshot_dir": 3}, "resilience.snapshot_dir"),
+    ({"every": 1}, "resilience.every' is unknown"),
+])
+def test_a_bad_resilience_section_is_named(section, said):
+    import torch
+
+    import zero
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(zero.ZeroError, match=said.replace(".", r"\.")):
+        zero.wrap(model, torch.optim.SGD(model.parameters(), lr=0.1), {"resilience": section})
+
+
+def test_on_resume_needs_a_resilience_section():
+    import torch
+
+    import zero
+    model = torch.nn.Linear(4, 4)
+    model, _ = zero.wrap(model, torch.optim.SGD(model.parameters(), lr=0.1), {})
+    assert zero.resumed_step(model) == 0
+    with pytest.raises(zero.ZeroError, match="needs a \"resilience\" config section"):
+        zero.on_resume(model, dict, lambda state: None)

@@ -280,3 +280,32 @@ TEST(NodeCommunicator, WritingIntoAPeersSliceIsRefused) {
 
 }  // namespace
 }  // namespace zero
+
+namespace zero {
+namespace {
+
+TEST(NodeCommunicator, BadPartsAndAForeignPoolAreRefused) {
+  auto node = JoinNode(UniqueKey("foreign"), 0, 1);
+  ASSERT_TRUE(node.ok()) << node.status();
+  MemoryResource* pool = &node->devices->pool(0);
+  EXPECT_EQ(MakeNodeCommunicator(nullptr, pool).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeNodeCommunicator(node->range, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeNodeCommunicator(node->range, pool, {absl::ZeroDuration()}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Staging must come from this process's slice: a pool elsewhere is refused.
+  auto elsewhere = DeviceSystem::Create(*ParseDeviceSpec("host:1x64MiB"));
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  auto comm = MakeNodeCommunicator(node->range, &(*elsewhere)->pool(0));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<float> heap(8, 1.0f);  // outside the range: staged
+  float* recv = Floats(*node, 8);
+  absl::Status s = (*comm)->AllGather(heap.data(), recv, 8, DType::kF32, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("not this process's pool"), std::string::npos) << s;
+  EXPECT_FALSE((*comm)->AsyncError().ok());
+}
+
+}  // namespace
+}  // namespace zero
