@@ -77,8 +77,10 @@ TEST(CapiAbi, HierarchicalCommunicatorChecksItsParts) {
   EXPECT_NE(LastError().find("intra is rank 0 of 2"), std::string::npos) << LastError();
   EXPECT_EQ(made, nullptr);
   ASSERT_EQ(zero_comm_create_hierarchical(&made, 0, 2, intra[0], inter[0], devices, 0), ZERO_OK);
-  EXPECT_EQ(zero_comm_create_hierarchical(&made, 0, 2, intra[0], inter[0], devices, 0),
+  zero_comm_t again = nullptr;  // not `made`: a failed call nulls its output
+  EXPECT_EQ(zero_comm_create_hierarchical(&again, 0, 2, intra[0], inter[0], devices, 0),
             ZERO_FAILED_PRECONDITION);
+  EXPECT_EQ(again, nullptr);
   EXPECT_NE(LastError().find("already used"), std::string::npos) << LastError();
   zero_engine_t engine = nullptr;
   const zero_param_spec spec = {sizeof(zero_param_spec), "w", 8, 0, 0};
