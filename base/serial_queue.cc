@@ -3,14 +3,16 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "base/thread_name.h"
 
 namespace zero {
 
-SerialQueue::SerialQueue(Hooks hooks) : hooks_(std::move(hooks)), thread_([this] { Run(); }) {}
+SerialQueue::SerialQueue(Hooks hooks, const char* name)
+    : hooks_(std::move(hooks)), name_(name), thread_([this] { Run(); }) {}
 
-absl::StatusOr<std::unique_ptr<SerialQueue>> SerialQueue::Create(Hooks hooks) {
+absl::StatusOr<std::unique_ptr<SerialQueue>> SerialQueue::Create(Hooks hooks, const char* name) {
   try {
-    return std::make_unique<SerialQueue>(std::move(hooks));
+    return std::make_unique<SerialQueue>(std::move(hooks), name);
   } catch (const std::system_error& e) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot start a worker thread: ", e.what()));
   }
@@ -41,6 +43,7 @@ void SerialQueue::Drain() {
 }
 
 void SerialQueue::Run() {
+  NameThisThread(name_);
   MutexLock lock(mu_);
   while (true) {
     lock.Await(changed_,

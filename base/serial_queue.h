@@ -36,11 +36,13 @@ class SerialQueue {
     absl::AnyInvocable<void()> after;
   };
 
-  // Starts the thread; throws std::system_error when it cannot, as
+  // Starts the thread, named `name` (base/thread_name.h; a literal: the
+  // pointer is kept); throws std::system_error when it cannot, as
   // std::thread does. Create is the same as a status.
-  explicit SerialQueue(Hooks hooks = {});
+  explicit SerialQueue(Hooks hooks = {}, const char* name = "zero-queue");
   // ResourceExhausted when no thread can be started (a thread limit, no memory).
-  static absl::StatusOr<std::unique_ptr<SerialQueue>> Create(Hooks hooks = {});
+  static absl::StatusOr<std::unique_ptr<SerialQueue>> Create(Hooks hooks = {},
+                                                             const char* name = "zero-queue");
   ~SerialQueue();
   SerialQueue(const SerialQueue&) = delete;
   SerialQueue& operator=(const SerialQueue&) = delete;
@@ -73,6 +75,7 @@ class SerialQueue {
   void Run();
 
   Hooks hooks_;  // used by the queue's thread only
+  const char* const name_;
   Mutex mu_;
   std::condition_variable changed_;
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);

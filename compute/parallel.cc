@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "base/thread_name.h"
+
 namespace zero {
 namespace {
 
@@ -86,6 +88,7 @@ void ThreadPool::ParallelFor(size_t n, RangeFunction fn, ChunkPolicy policy) {
 }
 
 void ThreadPool::WorkerLoop(size_t index) {
+  NameThisThread("zero-cpu");
   uint64_t seen = 0;
   for (;;) {
     Job job;

@@ -60,7 +60,8 @@ HostStream::HostStream(int device, HostStreamOptions options, int index)
                      const absl::Duration delay = delays_.Next();
                      if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
                    },
-               .after = [this] { progress_->Advance(); }}) {}
+               .after = [this] { progress_->Advance(); }},
+              "zero-stream") {}
 
 HostStream::~HostStream() {
   MutexLock lock(mu_);

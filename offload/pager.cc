@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Pager>> Pager::Create(DeviceSystem* system, int d
                                               .direct = options.direct_io,
                                               .write_fault = options.nvme_write_fault,
                                               .read_fault = options.nvme_read_fault}));
-    ASSIGN_OR_RETURN(io, SerialQueue::Create());
+    ASSIGN_OR_RETURN(io, SerialQueue::Create({}, "zero-io"));
   }
   ASSIGN_OR_RETURN(Stream* in, system->CreateStream(device));
   ASSIGN_OR_RETURN(Stream* out, system->CreateStream(device));

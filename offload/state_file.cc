@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Create(int planes, std::ve
                                       .write_fault = options.write_fault}));
   std::unique_ptr<SerialQueue> io;
   if (options.has_bytes) {
-    ASSIGN_OR_RETURN(io, SerialQueue::Create());
+    ASSIGN_OR_RETURN(io, SerialQueue::Create({}, "zero-io"));
   }
   std::unique_ptr<StateFile> file(new StateFile(planes, options.chunk_elements, std::move(store),
                                                 std::move(io), staging, options.has_bytes));

@@ -95,7 +95,7 @@ class CallbackCommunicator : public Communicator {
   CallbackCollectives fns_;
   mutable Mutex mu_;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the first failure, then every call's
-  SerialQueue calls_;  // last: joined before the rest goes
+  SerialQueue calls_{{}, "zero-comm"};  // last: joined before the rest goes
 };
 
 }  // namespace zero

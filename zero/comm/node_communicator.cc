@@ -151,14 +151,14 @@ absl::Status NodeState::RunPart(const Part& part) {
   own.call = call;
   own.send = send;
   own.recv = recv;
-  own.arrived.store(part.seq, std::memory_order_release);
+  flags.Post(Phase::kArrived, part.seq);
   RETURN_IF_ERROR(flags.WaitAll(Phase::kArrived, part.seq, call));
   RETURN_IF_ERROR(flags.CheckCalls(part.seq));
   if (call.count > 0 && call.kind != CollectiveKind::kBarrier) {
     for (int l = 0; l < flags.world(); ++l) RETURN_IF_ERROR(flags.range().SyncView(l));
     RETURN_IF_ERROR(Move(part, recv));
   }
-  own.departed.store(part.seq, std::memory_order_release);
+  flags.Post(Phase::kDeparted, part.seq);
   return flags.WaitAll(Phase::kDeparted, part.seq, call);
 }
 
@@ -199,7 +199,7 @@ absl::Status NodeState::AllReduce(const Part& part, uint64_t recv_published) {
   const int rank = flags.rank();
   const Chunk mine = ChunkOf(call.count, flags.world(), rank);
   if (mine.size > 0) Reduce(call, mine.begin, mine.size, At(recv_published, mine.begin, call.dtype));
-  flags.own().reduced.store(part.seq, std::memory_order_release);
+  flags.Post(Phase::kReduced, part.seq);
   RETURN_IF_ERROR(flags.WaitAll(Phase::kReduced, part.seq, call));
   char* recv = static_cast<char*>(part.recv);
   const size_t unit = SizeOf(call.dtype);

@@ -30,7 +30,7 @@ class SerialWorker {
  private:
   std::vector<std::future<absl::Status>> posted_;  // since the last Wait
   bool failed_ = false;  // the queue's thread only: skip the rest
-  SerialQueue queue_;    // last: joined before the rest goes
+  SerialQueue queue_{{}, "zero-worker"};  // last: joined before the rest goes
 };
 
 }  // namespace zero

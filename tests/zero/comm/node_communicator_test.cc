@@ -6,6 +6,7 @@
 #include "zero/comm/node_communicator.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -233,6 +234,37 @@ TEST(NodeCommunicator, StalledPeerIsADeadlineNamingIt) {
     if (s.code() != absl::StatusCode::kDeadlineExceeded ||
         !absl::StrContains(s.message(), "local rank 1 did not arrive")) {
       return s.ToString();
+    }
+    return "";
+  });
+  EXPECT_THAT(results, Each(""));
+}
+
+// A rank that waits long for a peer sleeps on the peer's flag rather than
+// spinning or yielding, so a node with more processes than cores keeps its
+// cores for the work: half a second's wait costs well under 3% of a core
+// (the yield-then-50-us-sleep loop it replaced took 15%: 78 ms in 500).
+TEST(NodeCommunicator, AWaitForALatePeerSleeps) {
+  const std::string key = UniqueKey("sleeps");
+  constexpr absl::Duration kLate = absl::Milliseconds(500);
+  Processes procs;
+  auto results = procs.Run(2, [&](int rank) -> std::string {
+    auto node = JoinNode(key, rank, 2);
+    if (!node.ok()) return node.status().ToString();
+    if (rank == 1) absl::SleepFor(kLate);
+    timespec cpu_start, cpu_end;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_start);
+    const absl::Time start = absl::Now();
+    if (absl::Status s = node->comm->Barrier(nullptr); !s.ok()) return s.ToString();
+    const absl::Duration waited = absl::Now() - start;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_end);
+    if (rank == 1) return "";
+    const absl::Duration cpu = absl::DurationFromTimespec(cpu_end) -
+                               absl::DurationFromTimespec(cpu_start);
+    if (waited < kLate / 2) return absl::StrCat("waited only ", absl::FormatDuration(waited));
+    if (cpu > waited * 0.03) {
+      return absl::StrCat("waiting ", absl::FormatDuration(waited), " took ",
+                          absl::FormatDuration(cpu), " of CPU");
     }
     return "";
   });

@@ -1,10 +1,16 @@
 #include "zero/comm/internal/node_flags.h"
 
-#include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <climits>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -17,6 +23,29 @@ namespace {
 static_assert(sizeof(NodeSlot) <= NodeRange::kMailboxBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
               std::atomic<uint32_t>::is_always_lock_free);
+// A futex is 32 bits: a wait watches a counter's low half, which is its
+// first word on a little-endian machine and changes with every post.
+static_assert(std::endian::native == std::endian::little);
+
+// Not FUTEX_PRIVATE_FLAG: the waiter and the waker are different processes
+// sharing the mapping (the waiter's is read-only, which FUTEX_WAIT allows).
+const uint32_t* Word(const std::atomic<uint64_t>& counter) {
+  return reinterpret_cast<const uint32_t*>(&counter);
+}
+
+void FutexWait(const std::atomic<uint64_t>& counter, uint64_t seen, absl::Duration timeout) {
+  const timespec ts = absl::ToTimespec(timeout);
+  syscall(SYS_futex, Word(counter), FUTEX_WAIT, static_cast<uint32_t>(seen), &ts, nullptr, 0);
+}
+
+void FutexWake(const std::atomic<uint64_t>& counter) {
+  syscall(SYS_futex, Word(counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+constexpr int kSpins = 128;  // pauses before sleeping: a peer often posts within microseconds
+// A sleep's limit: how often a waiter looks at lives, failures and its
+// deadline when no post wakes it.
+constexpr absl::Duration kNap = absl::Milliseconds(1);
 
 const std::atomic<uint64_t>& Counter(const NodeSlot& slot, NodeFlags::Phase phase) {
   switch (phase) {
@@ -27,18 +56,14 @@ const std::atomic<uint64_t>& Counter(const NodeSlot& slot, NodeFlags::Phase phas
   return slot.departed;
 }
 
-// Spin briefly (a peer usually posts within microseconds), then yield, then
-// sleep: more processes than cores (CI) must not starve the one awaited.
-void Backoff(int spins) {
-  if (spins < 64) {
+void Pause() {
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+  __builtin_ia32_pause();
 #endif
-  } else if (spins < 1024) {
-    sched_yield();
-  } else {
-    absl::SleepFor(absl::Microseconds(50));
-  }
+}
+
+std::atomic<uint64_t>& Counter(NodeSlot& slot, NodeFlags::Phase phase) {
+  return const_cast<std::atomic<uint64_t>&>(Counter(std::as_const(slot), phase));
 }
 
 }  // namespace
@@ -50,6 +75,31 @@ NodeSlot& NodeFlags::own() const { return *static_cast<NodeSlot*>(range_->own_ma
 
 const NodeSlot& NodeFlags::peer(int local) const {
   return *static_cast<const NodeSlot*>(range_->mailbox(local));
+}
+
+void NodeFlags::Post(Phase phase, uint64_t seq) {
+  Counter(own(), phase).store(seq, std::memory_order_seq_cst);
+  // Pairs with SleepOn: a peer either sees `seq` before it sleeps or is
+  // seen asleep here (both sides seq_cst), so no post goes unnoticed.
+  for (int l = 0; l < world(); ++l) {
+    if (l != rank() && peer(l).sleeping.load(std::memory_order_seq_cst) != 0) {
+      FutexWake(Counter(own(), phase));
+      return;
+    }
+  }
+}
+
+void NodeFlags::SleepOn(const std::atomic<uint64_t>& counter, uint64_t seq) {
+  own().sleeping.fetch_add(1, std::memory_order_seq_cst);
+  const uint64_t seen = counter.load(std::memory_order_seq_cst);
+  if (seen < seq) FutexWait(counter, seen, kNap);
+  own().sleeping.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void NodeFlags::WakeAll() {
+  for (Phase phase : {Phase::kArrived, Phase::kReduced, Phase::kDeparted}) {
+    FutexWake(Counter(own(), phase));
+  }
 }
 
 absl::Status NodeFlags::WaitAll(Phase phase, uint64_t seq, const CollectiveCall& call) {
@@ -70,8 +120,12 @@ absl::Status NodeFlags::WaitOne(int local, Phase phase, uint64_t seq, const Coll
     const uint64_t left = slot.left.load(std::memory_order_acquire);
     if (left != 0 && left <= seq) return PeerError(local, seq, call);
     if (own().failed.load(std::memory_order_acquire) != 0) return failure();
-    Backoff(spins);
-    if (spins < 64 || spins % 16 != 0) continue;
+    if (spins < kSpins) {
+      Pause();
+      continue;
+    }
+    SleepOn(counter, seq);
+    if ((spins - kSpins) % 8 != 0) continue;  // lives and the clock every few naps
     if (absl::Status alive = range_->CheckAlive(local); !alive.ok()) {
       // What it posted before it exited still counts (its flags stay
       // readable): it may have finished this call, failed or left.
@@ -132,6 +186,7 @@ void NodeFlags::Fail(const absl::Status& reason) {
   std::memcpy(slot.reason, text.data(), n);
   slot.reason[n] = '\0';
   slot.failed.store(1, std::memory_order_release);
+  WakeAll();  // the peers asleep on this process read the failure now
 }
 
 absl::Status NodeFlags::failure() const {
@@ -141,6 +196,7 @@ absl::Status NodeFlags::failure() const {
 
 void NodeFlags::Leave(uint64_t last_seq) {
   own().left.store(last_seq + 1, std::memory_order_release);
+  WakeAll();
 }
 
 }  // namespace zero

@@ -2,6 +2,12 @@
 // (node_range.h) and how it waits for its peers' posts. A process writes
 // only its own slot; every wait has a deadline and watches the peers'
 // failure flags and lives, so no wait outlasts a dead or failed peer.
+//
+// A wait spins briefly, then sleeps on the peer's counter (a futex on the
+// shared mapping) until the peer posts and wakes it. It never yields in a
+// loop: with more processes than cores (CI, or 4 ranks on 2 cores) a
+// yielding waiter takes the core from the very peer it waits for, and its
+// context switches cost the training threads more than the wake-up does.
 #pragma once
 
 #include <atomic>
@@ -28,6 +34,7 @@ struct NodeSlot {
   std::atomic<uint64_t> departed;  // call number it no longer reads peers in
   std::atomic<uint64_t> left;      // nonzero: gone after call number left - 1
   std::atomic<uint32_t> failed;    // nonzero: the group failed here; code and text follow
+  std::atomic<uint32_t> sleeping;  // this process's threads asleep on a peer's counter
   int32_t code;
   char reason[1024];
 };
@@ -44,6 +51,8 @@ class NodeFlags {
   NodeSlot& own() const;
   const NodeSlot& peer(int local) const;
 
+  // Sets this process's `phase` to `seq` and wakes the peers asleep on it.
+  void Post(Phase phase, uint64_t seq);
   // Until every peer's `phase` is at least `seq` (call `call`).
   absl::Status WaitAll(Phase phase, uint64_t seq, const CollectiveCall& call);
   // FailedPrecondition naming the call and each rank's when they differ.
@@ -60,6 +69,10 @@ class NodeFlags {
   absl::Status PeerError(int local, uint64_t seq, const CollectiveCall& call) const;
   absl::Status WaitOne(int local, Phase phase, uint64_t seq, const CollectiveCall& call,
                        absl::Time deadline);
+  // Sleeps (at most a millisecond) unless `counter` reached `seq`.
+  void SleepOn(const std::atomic<uint64_t>& counter, uint64_t seq);
+  // Wakes the peers asleep on any of this process's counters.
+  void WakeAll();
 
   const std::shared_ptr<NodeRange> range_;
   const absl::Duration timeout_;
