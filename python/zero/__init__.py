@@ -18,7 +18,8 @@ any process count in and out; blocking=False saves while training goes
 on), state_dict / load_state_dict (the model's own
 keys, whole), consolidate (fp32 masters to safetensors). memory_summary
 (_memory.py): this rank's pool and its model-state bytes beside the ZeRO
-formula. build_info(): whether the loaded library is an optimized build
+formula. time_summary (_timing.py): this rank's time in the engine's calls.
+build_info(): whether the loaded library is an optimized build
 (`bazel build -c opt //zero/capi:zero_engine`; wrap warns once if not)."""
 
 from ._checkpoint import (PendingCheckpoint, consolidate, load_checkpoint, load_state_dict,
@@ -27,9 +28,11 @@ from ._lib import ZeroError, build_info
 from ._memory import model_state_formula
 from ._memory import summary as memory_summary
 from ._optim_state import merge_state_dicts as merge_optimizer_state_dicts
+from ._timing import summary as time_summary
 from ._wrap import ZeroOptimizer, full_parameters, on_resume, resumed_step, wrap
 
 __all__ = ["wrap", "ZeroError", "ZeroOptimizer", "full_parameters", "memory_summary",
            "model_state_formula", "save_checkpoint", "load_checkpoint", "state_dict",
            "load_state_dict", "consolidate", "read_safetensors", "build_info",
-           "PendingCheckpoint", "merge_optimizer_state_dicts", "resumed_step", "on_resume"]
+           "PendingCheckpoint", "merge_optimizer_state_dicts", "resumed_step", "on_resume",
+           "time_summary"]
