@@ -376,6 +376,14 @@ class Engine:
         self._check(self._lib.zero_engine_save_start(self.handle, root.encode()),
                     "starting a checkpoint under '%s'" % root)
 
+    def snapshot_start(self, root):
+        """Collective: as save_start, but published by rank 0's background
+        thread as soon as every file is written (save_wait then only agrees
+        on the outcome)."""
+        self.order.before_engine()
+        self._check(self._lib.zero_engine_snapshot_start(self.handle, root.encode()),
+                    "starting a snapshot under '%s'" % root)
+
     def save_wait(self):
         """Collective: the started save's folder, once written and published."""
         return self._path(lambda *out: self._lib.zero_engine_save_wait(self.handle, *out),

@@ -20,7 +20,7 @@ import torch
 
 # zero_engine.h's ZERO_ABI_VERSION_MAJOR, _MINOR that these tables follow: a
 # library of another major, or an older minor, is refused when loaded.
-ABI_VERSION = (1, 4)
+ABI_VERSION = (1, 5)
 
 F16, F32, BF16 = 6, 7, 9  # NCCL's dtype codes, as the C ABI uses them
 SUM, MAX, AVG = 0, 2, 4
@@ -110,6 +110,7 @@ SIGNATURES = {
     "zero_engine_restore": (_i, [_p, ctypes.c_int64]),
     "zero_engine_save": (_i, [_p, _s, _s, _sz, _out(_sz)]),
     "zero_engine_save_start": (_i, [_p, _s]),
+    "zero_engine_snapshot_start": (_i, [_p, _s]),
     "zero_engine_save_wait": (_i, [_p, _s, _sz, _out(_sz)]),
     "zero_engine_load": (_i, [_p, _s]),
     "zero_checkpoint_consolidate": (_i, [_s, _s]),

@@ -7,10 +7,14 @@ so far). With a "resilience" config section, zero.wrap
   the manifest written once every process's file is whole, `latest`
   repointed atomically) into `snapshot_dir`, by default
   /dev/shm/zero-snapshots-<torchrun's run id>: named shared memory that
-  outlives the processes on their node. The copy runs during the next
-  forward and backward; the snapshot is published at the next forward. The
-  newest published snapshot and the one being written are kept, older ones
-  deleted, so it holds at most two states per process;
+  outlives the processes on their node. The copy and the write run beside
+  the next forward and backward, and rank 0's background thread publishes
+  the snapshot as soon as every process's file is written
+  (SaveOptions::publish_when_written), so training never waits for a
+  write: a process lost after that resumes at this step; one lost within
+  the write (tens of milliseconds after the step) at the step before. The
+  previous snapshot is deleted when the next one starts, so the folder
+  holds at most two states per process;
 - writes a disk checkpoint every `checkpoint_every` steps into
   `checkpoint_dir` (the last resort, e.g. when the node itself is lost);
 - resumes when the job restarts (torchrun --max-restarts): from whichever
@@ -34,12 +38,13 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 import warnings
 
 import torch.distributed as dist
 
-from ._checkpoint import PendingCheckpoint, keep_only
+from ._checkpoint import PendingCheckpoint
 from ._lib import ZeroError
 
 _STEP = re.compile(r"^step-(\d+)(?:\.\d+)?$")
@@ -76,6 +81,26 @@ def _latest(root):
     if match is None or not os.path.isdir(os.path.join(root, name)):
         return None
     return int(match.group(1)), os.path.join(root, name)
+
+
+def _newest_snapshot(root):
+    """(steps, folder) of the newest snapshot to resume from: published (a
+    manifest: every process's file whole) and, when the run keeps a
+    caller's state (user-step-*.json), with its caller's state written;
+    else None. The one before it is still there while the newest lacks its
+    caller's state (it is deleted only when the next snapshot starts)."""
+    if not root or not os.path.isdir(root):
+        return None
+    found = []
+    for name in os.listdir(root):
+        match = _STEP.match(name)
+        if match and os.path.exists(os.path.join(root, name, "manifest")):
+            found.append((int(match.group(1)), os.path.join(root, name)))
+    users = {name for name in os.listdir(root) if name.startswith("user-step-")}
+    for steps, folder in sorted(found, reverse=True):
+        if not users or "user-step-%d.json" % steps in users:
+            return steps, folder
+    return None
 
 
 def _write_json(path, value):
@@ -123,7 +148,7 @@ class Resilience:
         """Collective, in wrap: loads the newest snapshot or disk checkpoint."""
         found = None
         if self._rank0():
-            candidates = [c for c in (_latest(self.root), _latest(self.disk_root)) if c]
+            candidates = [c for c in (_newest_snapshot(self.root), _latest(self.disk_root)) if c]
             found = max(candidates) if candidates else None
         found = self._agreed(found)
         if found is None:
@@ -145,14 +170,20 @@ class Resilience:
         if self.resumed_user is not None and set_state is not None:
             set_state(self.resumed_user)
 
-    def publish(self):
+    def write_user_states(self):
         """At the forward after a save: the caller's state (as of now, the
         start of the next step: its scheduler stepped, its data advanced)
-        written beside each save, then the snapshot in flight published
-        (collective), so a loss after this costs no completed step."""
+        written beside each save. A snapshot published before its caller's
+        state is written is not resumed from (_newest_snapshot)."""
         for root, steps in self.user_due:
             self._save_user(root, steps)
         self.user_due = []
+
+    def publish(self):
+        """Before the next save: the snapshot in flight, published long since
+        by rank 0's thread, agreed on (collective; its write overlapped a
+        whole step, so this rarely waits), and the one before it deleted."""
+        self.write_user_states()
         if self.pending is None:
             return
         pending, self.pending = self.pending, None
@@ -181,7 +212,7 @@ class Resilience:
         if self.every and self.step % self.every == 0:
             self.publish()
             try:
-                self.state.engine.save_start(self.root)
+                self.state.engine.snapshot_start(self.root)
             except ZeroError as e:
                 self._give_up(e)
                 return
@@ -196,8 +227,20 @@ class Resilience:
         _write_json(os.path.join(root, "user-step-%d.json" % steps), self.get_user())
 
     def _prune(self, keep):
-        """Every snapshot but `keep` (and older user states) goes."""
-        keep_only(self.root, keep, ignore_errors=True)
+        """Every snapshot but `keep` (and older user states) goes: renamed
+        out of the way at once (atomic; a resume never sees them again),
+        deleted by a background thread (freeing a state's shared-memory
+        pages took about 7 ms a step on the main thread)."""
+        doomed = []
+        for entry in os.scandir(self.root):
+            if entry.is_dir() and entry.name.startswith("step-") and entry.name != keep:
+                doomed.append(os.path.join(self.root, ".deleting-" + entry.name))
+                os.rename(entry.path, doomed[-1])
+        doomed += [e.path for e in os.scandir(self.root) if e.name.startswith(".deleting-")
+                   and e.path not in doomed]  # left by a process that died first
+        if doomed:
+            threading.Thread(target=lambda: [shutil.rmtree(d, ignore_errors=True)
+                                             for d in doomed], daemon=True).start()
         for name in os.listdir(self.root):
             user = re.match(r"^user-step-(\d+)\.json$", name)
             if user and int(user.group(1)) < int(_STEP.match(keep).group(1)):

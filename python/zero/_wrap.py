@@ -465,7 +465,7 @@ def wrap(model, optimizer, config=None, group=None):
     model.load_state_dict = lambda *a, **k: _load_state_dict(model, *a, **k)
     if state.resilience is not None:
         state.resilience.resume()
-        model.register_forward_pre_hook(lambda module, args: state.resilience.publish())
+        model.register_forward_pre_hook(lambda module, args: state.resilience.write_user_states())
     return model, ZeroOptimizer(state, optimizer)
 
 

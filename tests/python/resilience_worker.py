@@ -1,7 +1,8 @@
 """A process of test_resilience.py under torchrun --max-restarts: trains the
 example GPT with a "resilience" config (snapshots every step into
 --snapshot_dir) and the same script on every attempt; on the first attempt
-the rank --victim SIGKILLs itself in the backward of step --kill_at. Rank 0
+the rank --victim SIGKILLs itself in the backward of step --kill_at, once
+the snapshot before that step is published. Rank 0
 of the attempt that finishes writes where it started and a digest of the
 final parameters to --out."""
 
@@ -10,12 +11,24 @@ import hashlib
 import json
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
 
 import zero
 from zero.examples.gpt import GPT, batch, loss_fn, param_groups
+
+
+def _kill_once_published(args):
+    """SIGKILL this process once the snapshot of the steps before --kill_at
+    is published (rank 0's background thread does that tens of ms after the
+    step; a kill inside that window resumes a step earlier, by design)."""
+    deadline = time.monotonic() + 60
+    published = os.path.join(args.snapshot_dir, "step-%d" % args.kill_at, "manifest")
+    while not os.path.exists(published) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main():
@@ -63,7 +76,7 @@ def main():
         x, y = batch(step, rank, 0)
         loss = loss_fn(model(x), y)
         if attempt == 0 and step == args.kill_at and rank == args.victim:
-            model.ln_f.weight.register_hook(lambda g: os.kill(os.getpid(), signal.SIGKILL))
+            model.ln_f.weight.register_hook(lambda g: _kill_once_published(args))
         loss.backward()
         opt.step()
         opt.zero_grad()

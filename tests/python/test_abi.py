@@ -48,7 +48,7 @@ _ALTERATIONS = [
      "struct zero_collectives.barrier: the header has 3 arguments"),
     ("ZERO_BF16 = 9", "ZERO_BF16 = 10", "ZERO_BF16 is 10 in the header, _lib.BF16 9"),
     ("#define ZERO_ABI_VERSION_MAJOR 1", "#define ZERO_ABI_VERSION_MAJOR 2",
-     "the header is ABI 2.4, _lib.ABI_VERSION (1, 4)"),
+     "the header is ABI 2.5, _lib.ABI_VERSION (1, 5)"),
     ("int zero_engine_step(zero_engine_t engine);", "int zero_engine_step[2];",
      "the header cannot be read"),
 ]

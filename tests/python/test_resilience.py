@@ -1,5 +1,6 @@
 """Issue 38 on one node, under torchrun --max-restarts: a process killed
-mid-step costs no completed step (the group restarts and zero.wrap resumes
+mid-step, once the step before is published (tens of ms after it), costs no
+completed step (the group restarts and zero.wrap resumes
 from the snapshot in /dev/shm by itself, the script unchanged) and the run
 ends with the bits of an uninterrupted one; a normal end leaves no
 snapshot behind; a snapshot of another model is refused by name."""
@@ -136,3 +137,21 @@ def test_on_resume_needs_a_resilience_section():
     assert zero.resumed_step(model) == 0
     with pytest.raises(zero.ZeroError, match="needs a \"resilience\" config section"):
         zero.on_resume(model, dict, lambda state: None)
+
+
+def test_the_snapshot_resumed_from_is_published_and_has_its_callers_state(tmp_path):
+    """A snapshot is published by a background thread, its caller's state
+    written at the next forward: a restart takes the newest with a manifest
+    (every file whole) and, where the run keeps a caller's state, with it."""
+    from zero._resilience import _newest_snapshot
+    assert _newest_snapshot(str(tmp_path / "none")) is None
+    for steps, published in ((2, True), (3, True), (4, False)):
+        folder = tmp_path / ("step-%d" % steps)
+        folder.mkdir()
+        if published:
+            (folder / "manifest").write_text("{}")
+    assert _newest_snapshot(str(tmp_path)) == (3, str(tmp_path / "step-3"))
+    (tmp_path / "user-step-2.json").write_text("{}")
+    assert _newest_snapshot(str(tmp_path)) == (2, str(tmp_path / "step-2"))
+    (tmp_path / "user-step-3.json").write_text("{}")
+    assert _newest_snapshot(str(tmp_path)) == (3, str(tmp_path / "step-3"))

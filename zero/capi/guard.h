@@ -31,9 +31,11 @@ struct zero_engine {
   // Not owned: the caller destroys engines before these (zero_engine.h).
   zero::Communicator* comm = nullptr;
   zero::DeviceSystem* devices = nullptr;
-  // zero_engine_save_start's, made at the first; last, so it goes first
-  // (waiting for its write) while the engine it reads still lives.
+  // zero_engine_save_start's and zero_engine_snapshot_start's, made at the
+  // first; last, so they go first (waiting for their writes) while the
+  // engine they read still lives. At most one has a save pending.
   std::unique_ptr<zero::checkpoint::AsyncSaver> saver;
+  std::unique_ptr<zero::checkpoint::AsyncSaver> snapshotter;
 };
 
 namespace zero::capi {

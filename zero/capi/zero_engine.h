@@ -33,7 +33,7 @@ extern "C" {
  * (a caller must not use a library of another major); the minor when
  * something is added (a caller needs a library of at least its minor). */
 #define ZERO_ABI_VERSION_MAJOR 1
-#define ZERO_ABI_VERSION_MINOR 4
+#define ZERO_ABI_VERSION_MINOR 5
 
 /* absl::StatusCode's numbers. */
 enum zero_status {
@@ -331,6 +331,12 @@ int zero_engine_save(zero_engine_t engine, const char* root, char* path, size_t 
  * state on NVMe, the start itself copies it. */
 int zero_engine_save_start(zero_engine_t engine, const char* root);
 int zero_engine_save_wait(zero_engine_t engine, char* path, size_t size, size_t* needed);
+/* ABI 1.5. As zero_engine_save_start, but the save is published as soon as
+ * every rank's file is written (a background thread of rank 0 reads the
+ * ranks' records from the folder: every rank must see it), not at
+ * zero_engine_save_wait, which then only agrees on the outcome: for
+ * snapshots taken every step, which training should never wait for. */
+int zero_engine_snapshot_start(zero_engine_t engine, const char* root);
 /* Collective, every rank with the same `path` (a root with `latest`, or a
  * step folder), written by any number of ranks at any stage: the engine
  * resumes where the checkpoint was taken. On error nothing has changed. */

@@ -49,11 +49,14 @@
 // DeepSpeed and torch.distributed.checkpoint do).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "memory/device_system.h"
 #include "optimizers/optimizer.h"
 #include "zero/comm/communicator.h"
@@ -87,6 +90,17 @@ struct SaveOptions {
   size_t snapshot_bytes = size_t{256} << 20;
   // Bytes per write and per snapshot buffer (rounded up to 4 KiB).
   size_t write_bytes = size_t{8} << 20;
+  // An AsyncSaver's save is published as soon as every rank's file is
+  // written, not at Wait: each rank's background thread leaves its outcome
+  // and checksums beside its data file (rank-*.record), and rank 0's
+  // gathers them from the folder, writes the manifest and repoints `latest`
+  // (so the folder must be one every rank sees, as always). Wait then only
+  // agrees on the outcome. For snapshots taken every step: training never
+  // waits for a write, and a state is published tens of milliseconds after
+  // its step instead of at the next Wait. Rank 0's thread gives up on
+  // ranks whose record has not come within publish_timeout.
+  bool publish_when_written = false;
+  absl::Duration publish_timeout = absl::Minutes(5);
 };
 
 // Collective: every rank calls it with the same `root`, between Steps.
@@ -97,6 +111,7 @@ absl::StatusOr<std::string> Save(const Participant& rank, const std::string& roo
                                  const SaveOptions& options = {});
 
 class SnapshotWriter;
+class Agreement;
 
 // Saves that let training go on while the data files are written. One per
 // rank, on the rank's training thread (not thread-safe). Start and Wait are
@@ -105,14 +120,17 @@ class SnapshotWriter;
 // thread, never on the background writer, so the communicator is only ever
 // used by the thread that trains. Hence a save is published (its manifest
 // written, `latest` repointed) only at Wait: call it, or the next Start,
-// before relying on the checkpoint. Each saver takes a copy stream of the
+// before relying on the checkpoint (unless SaveOptions::
+// publish_when_written, which publishes through the folder instead). Each saver takes a copy stream of the
 // rank's device, which the DeviceSystem keeps for its life: keep one saver
 // per rank, not one per save.
 class AsyncSaver {
  public:
   AsyncSaver(const Participant& rank, const SaveOptions& options = {});
   // Waits for the background write but publishes nothing: an unpublished
-  // save is a folder without a manifest, never loaded; `latest` unchanged.
+  // save is a folder without a manifest, never loaded; `latest` unchanged
+  // (with publish_when_written, a save whose files were all written may
+  // have been published already; rank 0 stops waiting for the rest).
   ~AsyncSaver();
 
   // Waits for the previous save (returning its error, if any, instead of
@@ -153,9 +171,18 @@ class AsyncSaver {
   // Save's own saver: the write overlaps the snapshot (nothing trains
   // meanwhile); an AsyncSaver's write starts after a snapshot that fits.
   bool synchronous_ = false;
+  // publish_when_written: this rank's record written after its file, and
+  // on rank 0 the manifest once every record is there; publisher_ runs it.
+  absl::Status PublishWhenWritten();
+  absl::Status GatherRecords(std::string& records, size_t record_bytes) const;
+  absl::StatusOr<absl::Status> GatherAndPublish(Agreement& agree);
+
   // The save in flight: where, and the engine's resume point at Start.
   std::string root_, name_;
   ResumePoint point_;
+  std::thread publisher_;
+  absl::Status published_;         // publisher_'s outcome, read after joining it
+  std::atomic<bool> stopping_{false};  // the destructor: rank 0 stops waiting
 };
 
 // What a Load did, for benchmarks and tests.

@@ -4,11 +4,16 @@
 // and chunk checksums, and rank 0 writes the manifest and repoints `latest`.
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/time/clock.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/thread_name.h"
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/checkpoint/internal/checkpoint_dir.h"
 #include "zero/checkpoint/internal/chunk_plan.h"
@@ -84,6 +89,26 @@ Manifest BuildManifest(const Participant& p, const ResumePoint& point,
   return m;
 }
 
+std::vector<DataFilePlan> AllPlans(const Participant& p, size_t chunk_elements) {
+  std::vector<DataFilePlan> plans;
+  for (int r = 0; r < p.comm.world_size(); ++r) {
+    plans.push_back(PlanDataFile(p.engine.layout(), r, BufferCount(p), chunk_elements,
+                                 kDataHeaderBytes));
+  }
+  return plans;
+}
+
+size_t MaxChunks(const std::vector<DataFilePlan>& plans) {
+  size_t most = 0;
+  for (const DataFilePlan& plan : plans) most = std::max(most, plan.chunks.size());
+  return most;
+}
+
+// publish_when_written: rank r's record, beside its data file.
+std::string RecordPath(const std::string& folder, int rank, int world) {
+  return absl::StrCat(folder, "/", DataFileName(rank, world), ".record");
+}
+
 // Rank 0, once every data file is in place: the manifest, then `latest`.
 absl::Status Publish(const Manifest& manifest, const std::string& root, const std::string& name) {
   const std::string folder = absl::StrCat(root, "/", name);
@@ -107,7 +132,10 @@ AsyncSaver::AsyncSaver(const Participant& rank, const SaveOptions& options)
       options_(options),
       writer_(std::make_unique<SnapshotWriter>(options.write_bytes, options.snapshot_bytes)) {}
 
-AsyncSaver::~AsyncSaver() = default;  // the writer joins its thread
+AsyncSaver::~AsyncSaver() {
+  stopping_ = true;
+  if (publisher_.joinable()) publisher_.join();
+}  // then the writer joins its thread
 
 absl::Status AsyncSaver::Start(const std::string& root) {
   if (pending_) RETURN_IF_ERROR(Wait().status());
@@ -142,7 +170,67 @@ absl::Status AsyncSaver::Start(const std::string& root) {
       mode);
   if (mode == SnapshotMode::kBackground) rank_.engine.owned_state().Guard(std::move(snapshot));
   pending_ = true;
+  if (options_.publish_when_written && !synchronous_) {
+    stopping_ = false;
+    publisher_ = std::thread([this] {
+      NameThisThread("zero-publish");
+      published_ = PublishWhenWritten();
+    });
+  }
   return absl::OkStatus();
+}
+
+absl::Status AsyncSaver::PublishWhenWritten() {
+  const absl::StatusOr<WrittenFile> written = writer_->Finish();
+  const int world = rank_.comm.world_size(), rank = rank_.comm.rank();
+  const std::vector<DataFilePlan> plans = AllPlans(rank_, options_.chunk_elements);
+  const std::string record = Record(written, MaxChunks(plans));
+  const std::string folder = absl::StrCat(root_, "/", name_);
+  // Written even for a failed file, so that rank 0 learns why at once.
+  RETURN_IF_ERROR(WriteWholeFileAtomically(RecordPath(folder, rank, world), record));
+  if (!written.ok()) return written.status();
+  if (rank != 0) return absl::OkStatus();
+  std::string records;
+  RETURN_IF_ERROR(GatherRecords(records, record.size()));
+  RETURN_IF_ERROR(Agreement::FirstError(records, record.size(), world));
+  return Publish(BuildManifest(rank_, point_, plans, records, options_.chunk_elements), root_,
+                 name_);
+}
+
+// Rank 0's publisher: every rank's record, as Wait's all-gather would give
+// them, read from the folder as each appears (each is renamed into place
+// whole, so one that exists is complete).
+absl::Status AsyncSaver::GatherRecords(std::string& records, size_t record_bytes) const {
+  const int world = rank_.comm.world_size();
+  const std::string folder = absl::StrCat(root_, "/", name_);
+  records.assign(world * record_bytes, '\0');
+  std::vector<bool> got(world, false);
+  int missing = world;
+  const absl::Time deadline = absl::Now() + options_.publish_timeout;
+  absl::Duration nap = absl::Microseconds(100);
+  while (true) {
+    for (int r = 0; r < world; ++r) {
+      const std::string path = RecordPath(folder, r, world);
+      if (got[r] || !FileExists(path)) continue;
+      ASSIGN_OR_RETURN(const std::string record, ReadWholeFile(path));
+      if (record.size() != record_bytes) {
+        return absl::DataLossError(absl::StrFormat("%s has %d bytes, not %d", path,
+                                                   record.size(), record_bytes));
+      }
+      record.copy(records.data() + r * record_bytes, record_bytes);
+      got[r] = true;
+      --missing;
+    }
+    if (missing == 0) return absl::OkStatus();
+    if (stopping_) return absl::CancelledError("the saver was destroyed before every file was written");
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%d of %d ranks left no record in %s within %s", missing, world, folder,
+          absl::FormatDuration(options_.publish_timeout)));
+    }
+    absl::SleepFor(nap);
+    nap = std::min(nap * 2, absl::Milliseconds(2));
+  }
 }
 
 absl::Status AsyncSaver::Reserve() {
@@ -160,27 +248,15 @@ size_t AsyncSaver::snapshot_buffer_bytes() const { return writer_->buffer_bytes(
 absl::StatusOr<std::string> AsyncSaver::Wait() {
   if (!pending_) return absl::FailedPreconditionError("no save in flight");
   pending_ = false;
-  const absl::StatusOr<WrittenFile> written = writer_->Finish();
-  const int world = rank_.comm.world_size(), rank = rank_.comm.rank();
+  const int rank = rank_.comm.rank(), world = rank_.comm.world_size();
   const std::string folder = absl::StrCat(root_, "/", name_);
-  std::vector<DataFilePlan> plans;
-  size_t max_chunks = 0;
-  for (int r = 0; r < world; ++r) {
-    plans.push_back(PlanDataFile(rank_.engine.layout(), r, BufferCount(rank_),
-                                 options_.chunk_elements, kDataHeaderBytes));
-    max_chunks = std::max(max_chunks, plans.back().chunks.size());
-  }
   Agreement agree = AgreementFor(rank_);
-  const std::string record = Record(written, max_chunks);
-  ASSIGN_OR_RETURN(std::string records, agree.AllGather(record));
-  absl::Status status = Agreement::FirstError(records, record.size(), world);
-  if (status.ok()) {
-    absl::Status published = absl::OkStatus();
-    if (rank == 0) {
-      published = Publish(BuildManifest(rank_, point_, plans, records, options_.chunk_elements),
-                          root_, name_);
-    }
-    status = agree.AllOk(published);
+  absl::Status status;
+  if (publisher_.joinable()) {
+    publisher_.join();
+    status = agree.AllOk(published_);
+  } else {
+    ASSIGN_OR_RETURN(status, GatherAndPublish(agree));
   }
   if (!status.ok()) {
     // A save that failed only after `latest` named it (its folder's fsync)
@@ -190,6 +266,23 @@ absl::StatusOr<std::string> AsyncSaver::Wait() {
                         absl::StrCat("saving a checkpoint in '", folder, "': ", status.message()));
   }
   return folder;
+}
+
+// Wait's all-gather of the outcomes and checksums, then rank 0's publish.
+// An error of the agreement itself is the StatusOr's; the save's, its value.
+absl::StatusOr<absl::Status> AsyncSaver::GatherAndPublish(Agreement& agree) {
+  const absl::StatusOr<WrittenFile> written = writer_->Finish();
+  const std::vector<DataFilePlan> plans = AllPlans(rank_, options_.chunk_elements);
+  const std::string record = Record(written, MaxChunks(plans));
+  ASSIGN_OR_RETURN(std::string records, agree.AllGather(record));
+  absl::Status status = Agreement::FirstError(records, record.size(), rank_.comm.world_size());
+  if (!status.ok()) return status;
+  absl::Status published = absl::OkStatus();
+  if (rank_.comm.rank() == 0) {
+    published = Publish(BuildManifest(rank_, point_, plans, records, options_.chunk_elements),
+                        root_, name_);
+  }
+  return agree.AllOk(published);
 }
 
 }  // namespace zero::checkpoint

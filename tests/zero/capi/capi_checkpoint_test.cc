@@ -3,6 +3,7 @@
 // step count, consolidated offline; the asynchronous save writes the state
 // at its start; bad input is an error that names it and changes nothing.
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -180,6 +181,41 @@ TEST(CapiCheckpoint, AStepBetweenStartAndWaitIsNotInTheCheckpoint) {
   EXPECT_EQ(zero_engine_save_start(loaded.engine, nullptr), ZERO_INVALID_ARGUMENT);
   for (zero_comm_t c : comms) zero_comm_destroy(c);
   zero_comm_destroy(one);
+}
+
+// zero_engine_snapshot_start: published while the ranks step on, with no
+// wait; zero_engine_save_wait then agrees and returns the folder, and a
+// plain save_start afterwards publishes beside it.
+TEST(CapiCheckpoint, ASnapshotIsPublishedWithoutWait) {
+  const std::string root = TempDir("capi-snapshot");
+  zero_comm_t comms[2] = {};
+  ASSERT_EQ(zero_comm_create_local(comms, 2, 30, nullptr), 0);
+  Rank rank[2];
+  std::string written[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(rank[r].Create(comms[r], 2, 1, r), 0) << zero_engine_last_error();
+      ASSERT_EQ(zero_engine_snapshot_start(rank[r].engine, root.c_str()), 0)
+          << zero_engine_last_error();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!std::filesystem::exists(root + "/latest") &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      char path[4096];
+      size_t needed = 0;
+      ASSERT_EQ(zero_engine_save_wait(rank[r].engine, path, sizeof path, &needed), 0)
+          << zero_engine_last_error();
+      written[r] = path;
+      EXPECT_EQ(zero_engine_snapshot_start(rank[r].engine, nullptr), ZERO_INVALID_ARGUMENT);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(std::filesystem::exists(written[0] + "/manifest")) << written[0];
+  EXPECT_EQ(written[0], root + "/step-1");  // Rank::Create took one step
+  EXPECT_EQ(written[1], written[0]);
+  for (zero_comm_t c : comms) zero_comm_destroy(c);
 }
 
 }  // namespace

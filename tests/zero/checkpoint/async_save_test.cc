@@ -332,6 +332,65 @@ TEST(AsyncSaver, DestroyedBeforeWaitPublishesNothing) {
   ExpectStatesIdentical(saved, LoadedStates(*model, root), "latest");
 }
 
+// publish_when_written: the save is published while nobody calls Wait (the
+// ranks go on training), loads as the state at Start, and Wait returns its
+// folder; the next save deletes nothing of it.
+TEST(AsyncSaver, PublishWhenWrittenPublishesWithoutWait) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  const std::string root = FreshDir("published_when_written");
+  Savers savers = MakeSavers(**cluster, {.publish_when_written = true});
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  ASSERT_TRUE((*cluster)->Train(1, 2).ok());  // no Wait meanwhile
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!checkpoint::FileExists(root + "/latest") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root), "published before Wait");
+  const std::vector<absl::Status> waited = (*cluster)->Run([&](int r) {
+    absl::StatusOr<std::string> folder = savers[r]->Wait();
+    if (!folder.ok()) return folder.status();
+    return *folder == root + "/step-1" ? absl::OkStatus() : absl::InternalError(*folder);
+  });
+  EXPECT_TRUE(AllOk(waited).ok()) << AllOk(waited);
+}
+
+// A rank whose file cannot be written leaves that in its record: rank 0
+// publishes nothing, and Wait gives the error on every rank with `latest`
+// still at the save before.
+absl::Status FailRankOnesData(checkpoint::FileOp op, std::string_view path) {
+  if (op == checkpoint::FileOp::kWrite &&
+      path.find("rank-00001-of-00002.bin") != std::string_view::npos &&
+      path.find(".record") == std::string_view::npos) {
+    return absl::ResourceExhaustedError("no space left (injected)");
+  }
+  return absl::OkStatus();
+}
+
+TEST(AsyncSaver, PublishWhenWrittenPublishesNothingWhenARankFails) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string root = FreshDir("publish_fails");
+  ASSERT_TRUE(AllOk((*cluster)->Save(root)).ok());
+  const ModelStates saved = *(*cluster)->States();
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  Savers savers = MakeSavers(**cluster, {.publish_when_written = true});
+  checkpoint::SetFaultHookForTesting(&FailRankOnesData);
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  const std::vector<absl::Status> waited =
+      (*cluster)->Run([&](int r) { return savers[r]->Wait().status(); });
+  checkpoint::SetFaultHookForTesting(nullptr);
+  for (const absl::Status& s : waited) {
+    EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("injected"));
+  }
+  ExpectStatesIdentical(saved, LoadedStates(*model, root), "latest");
+}
+
 TEST(AsyncSaver, UnwritableRootFailsOnEveryRank) {
   const std::unique_ptr<Model> model = SmallTransformer();
   auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());

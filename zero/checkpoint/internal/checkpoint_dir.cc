@@ -65,6 +65,8 @@ void RemoveFailedSave(const std::string& folder, int world_size) {
   unlink(absl::StrCat(folder, "/", kManifestName).c_str());  // first: it claims completeness
   for (int r = 0; r < world_size; ++r) {
     unlink(absl::StrCat(folder, "/", DataFileName(r, world_size)).c_str());
+    // SaveOptions::publish_when_written's record beside it.
+    unlink(absl::StrCat(folder, "/", DataFileName(r, world_size), ".record").c_str());
   }
   rmdir(folder.c_str());  // fails, harmlessly, if anything else is left
 }
