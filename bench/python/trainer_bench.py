@@ -20,6 +20,7 @@ Needs an optimized library (`bazel build -c opt //zero/capi:zero_engine`)."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import time
 
@@ -62,6 +63,12 @@ class StepTimer(transformers.TrainerCallback):
 
 def train(a, out, framework, resume=None):
     world = int(os.environ["WORLD_SIZE"])
+    if resume is None and int(os.environ["RANK"]) == 0:
+        # A fresh run: the last one's checkpoints go (zero's saves would
+        # otherwise land beside them as step-N.1, .2, ...: gigabytes over
+        # many runs). No rank writes before the first save, which every
+        # rank reaches only through steps this one takes part in.
+        shutil.rmtree(out, ignore_errors=True)
     extra = {}
     if framework == "fsdp":
         extra = {"fsdp": "full_shard", "fsdp_config": {"fsdp_version": 2}}
