@@ -40,13 +40,12 @@ import argparse
 import statistics
 import time
 
-import step_breakdown
-
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
+import step_breakdown
 import zero
 from zero.examples.gpt import GPT, batch, loss_fn
 

@@ -4,9 +4,9 @@ communicator and engine handles, and tensors that alias its parameters."""
 import atexit
 import ctypes
 import itertools
-import time
 import json
 import os
+import time
 import uuid
 import warnings
 import weakref
