@@ -53,3 +53,16 @@ def test_two_nodes_hierarchical_and_zeropp(tmp_path):
     plain, zeropp = results["stage3"]["losses"], results["zeropp"]["losses"]
     assert zeropp[-1] < zeropp[0]
     assert abs(zeropp[-1] - plain[-1]) < 0.03 * plain[-1], (zeropp, plain)
+
+
+def test_a_hybrid_checkpoint_is_one_groups_and_resumes_anywhere(tmp_path):
+    """Hybrid sharding (groups of 2 on 2 nodes): the checkpoint holds the
+    first group's 2 files; resumed with the same setting or at plain stage 3
+    over all 4 processes, training ends with the uninterrupted run's bits
+    (every reduction sums each node, then the nodes, at every stage)."""
+    out = tmp_path / "digests.json"
+    torchrun_nodes(2, 2, "hybrid_ckpt_worker.py", ["--dir", tmp_path / "ckpt", "--out", out])
+    digests = json.loads(out.read_text())
+    assert digests["files"] == ["rank-00000-of-00002.bin", "rank-00001-of-00002.bin"], digests
+    assert digests["hybrid"] == digests["uninterrupted"], digests
+    assert digests["stage3"] == digests["uninterrupted"], digests

@@ -45,6 +45,11 @@
 // Engine::Restore. The loss-scaler state travels only from fp16 to fp16;
 // otherwise an fp16 engine keeps its own.
 //
+// Hybrid sharding (EngineConfig::shard_group_size): every replica group
+// holds the same shards, so a checkpoint is one group's, written by the
+// first group and read by every group; it loads at any layout, like any
+// other.
+//
 // Assumes every rank sees the same folder (a shared file system, as
 // DeepSpeed and torch.distributed.checkpoint do).
 #pragma once
@@ -112,6 +117,7 @@ absl::StatusOr<std::string> Save(const Participant& rank, const std::string& roo
 
 class SnapshotWriter;
 class Agreement;
+struct WrittenFile;
 
 // Saves that let training go on while the data files are written. One per
 // rank, on the rank's training thread (not thread-safe). Start and Wait are
@@ -173,9 +179,13 @@ class AsyncSaver {
   bool synchronous_ = false;
   // publish_when_written: this rank's record written after its file, and
   // on rank 0 the manifest once every record is there; publisher_ runs it.
+  bool PublishesWhenWritten() const;
   absl::Status PublishWhenWritten();
   absl::Status GatherRecords(std::string& records, size_t record_bytes) const;
   absl::StatusOr<absl::Status> GatherAndPublish(Agreement& agree);
+  // This rank's file as written (joins the writer), or an empty one for a
+  // rank that writes none (hybrid sharding's other replica groups).
+  absl::StatusOr<WrittenFile> Written();
 
   // The save in flight: where, and the engine's resume point at Start.
   std::string root_, name_;

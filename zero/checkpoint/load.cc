@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const Participant& p, std::st
   const Layout& layout = p.engine.layout();
   RETURN_IF_ERROR(CheckMatches(source->manifest, layout, p.optimizer.name(),
                                p.optimizer.state_buffers(), source->folder));
-  ASSIGN_OR_RETURN(source->plan, PlanLoad(source->manifest, layout, p.comm.rank(),
+  ASSIGN_OR_RETURN(source->plan, PlanLoad(source->manifest, layout, FileRank(p),
                                           options.staging_bytes, options.read_bytes,
                                           options.reads_in_flight));
   // One pass keeps nothing for a second: the reads in flight and as many
@@ -93,7 +93,7 @@ absl::Status Verify(const absl::StatusOr<std::unique_ptr<Source>>& source) {
 // every unit, since its peers wait for it in those gathers, and then
 // returns the failure for the ranks to agree on.
 absl::Status PlaceAndRestore(const Participant& rank, Source& source) {
-  PiecePlacer placer(rank.engine, rank.comm.rank(), BufferCount(rank), source.plan);
+  PiecePlacer placer(rank.engine, FileRank(rank), BufferCount(rank), source.plan);
   int restored = 0;
   absl::Status gathered;  // a failed gather failed the group: nothing to keep in step with
   auto restore_placed = [&](int through) {

@@ -50,14 +50,18 @@ std::string Record(const absl::StatusOr<WrittenFile>& written, size_t max_chunks
   char* p = record.data() + Agreement::kStatusBytes;
   std::memcpy(p, &written->bytes, 8);
   std::memcpy(p + 8, &written->crc32c, 4);
-  std::memcpy(p + kRecordHead - Agreement::kStatusBytes, written->chunk_crcs.data(),
-              written->chunk_crcs.size() * sizeof(uint32_t));
+  if (!written->chunk_crcs.empty()) {  // none for a rank that writes no file (hybrid)
+    std::memcpy(p + kRecordHead - Agreement::kStatusBytes, written->chunk_crcs.data(),
+                written->chunk_crcs.size() * sizeof(uint32_t));
+  }
   return record;
 }
 
+// `records`: each rank's, `stride` bytes apart, file ranks first (under
+// hybrid sharding the other groups' follow, and hold no file).
 Manifest BuildManifest(const Participant& p, const ResumePoint& point,
                        const std::vector<DataFilePlan>& plans, std::string_view records,
-                       size_t chunk_elements) {
+                       size_t stride, size_t chunk_elements) {
   const Engine& engine = p.engine;
   Manifest m;
   m.optimizer = std::string(p.optimizer.name());
@@ -65,13 +69,12 @@ Manifest BuildManifest(const Participant& p, const ResumePoint& point,
   m.param_dtype = engine.config().param_dtype;
   m.steps = point.steps;
   m.loss_scaler = point.loss_scaler;
-  m.world_size = p.comm.world_size();
+  m.world_size = FileWorld(p);
   m.stage = engine.config().stage;
   m.chunk_elements = chunk_elements;
   for (const ParamSlot& slot : engine.layout().params()) {
     m.params.push_back({slot.name, slot.numel, {}});
   }
-  const size_t stride = records.size() / plans.size();
   for (int r = 0; r < static_cast<int>(plans.size()); ++r) {
     const char* rec = records.data() + r * stride + Agreement::kStatusBytes;
     FileRecord file{DataFileName(r, m.world_size), 0, 0};
@@ -91,7 +94,7 @@ Manifest BuildManifest(const Participant& p, const ResumePoint& point,
 
 std::vector<DataFilePlan> AllPlans(const Participant& p, size_t chunk_elements) {
   std::vector<DataFilePlan> plans;
-  for (int r = 0; r < p.comm.world_size(); ++r) {
+  for (int r = 0; r < FileWorld(p); ++r) {
     plans.push_back(PlanDataFile(p.engine.layout(), r, BufferCount(p), chunk_elements,
                                  kDataHeaderBytes));
   }
@@ -146,7 +149,7 @@ absl::Status AsyncSaver::Start(const std::string& root) {
         "write_bytes %d must be from 1 to %d", options_.write_bytes, kMaxWriteBytes));
   }
   const Layout& layout = rank_.engine.layout();
-  const int rank = rank_.comm.rank(), world = rank_.comm.world_size();
+  const int rank = FileRank(rank_), world = FileWorld(rank_);
   Agreement agree = AgreementFor(rank_);
   // Between backward and Step (offload_overlap) the snapshot would be torn
   // yet pass every CRC: refused on every rank.
@@ -163,14 +166,16 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   const SnapshotMode mode = synchronous_                       ? SnapshotMode::kOverlap
                             : !rank_.engine.owned_state().nvme_file().empty() ? SnapshotMode::kBlocking
                                                                 : SnapshotMode::kBackground;
+  pending_ = true;
+  published_ = absl::OkStatus();
+  if (!WritesFile(rank_)) return absl::OkStatus();  // another replica group's: agreements only
   std::shared_future<void> snapshot = writer_->Start(
       rank_, absl::StrCat(root_, "/", name_, "/", DataFileName(rank, world)),
       EncodeDataHeader(header),
       PlanDataFile(layout, rank, BufferCount(rank_), options_.chunk_elements, kDataHeaderBytes),
       mode);
   if (mode == SnapshotMode::kBackground) rank_.engine.owned_state().Guard(std::move(snapshot));
-  pending_ = true;
-  if (options_.publish_when_written && !synchronous_) {
+  if (PublishesWhenWritten()) {
     stopping_ = false;
     publisher_ = std::thread([this] {
       NameThisThread("zero-publish");
@@ -180,9 +185,18 @@ absl::Status AsyncSaver::Start(const std::string& root) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<WrittenFile> AsyncSaver::Written() {
+  if (!WritesFile(rank_)) return WrittenFile{};
+  return writer_->Finish();
+}
+
+bool AsyncSaver::PublishesWhenWritten() const {
+  return options_.publish_when_written && !synchronous_;
+}
+
 absl::Status AsyncSaver::PublishWhenWritten() {
-  const absl::StatusOr<WrittenFile> written = writer_->Finish();
-  const int world = rank_.comm.world_size(), rank = rank_.comm.rank();
+  const absl::StatusOr<WrittenFile> written = Written();
+  const int world = FileWorld(rank_), rank = FileRank(rank_);
   const std::vector<DataFilePlan> plans = AllPlans(rank_, options_.chunk_elements);
   const std::string record = Record(written, MaxChunks(plans));
   const std::string folder = absl::StrCat(root_, "/", name_);
@@ -193,15 +207,16 @@ absl::Status AsyncSaver::PublishWhenWritten() {
   std::string records;
   RETURN_IF_ERROR(GatherRecords(records, record.size()));
   RETURN_IF_ERROR(Agreement::FirstError(records, record.size(), world));
-  return Publish(BuildManifest(rank_, point_, plans, records, options_.chunk_elements), root_,
-                 name_);
+  return Publish(
+      BuildManifest(rank_, point_, plans, records, record.size(), options_.chunk_elements),
+      root_, name_);
 }
 
 // Rank 0's publisher: every rank's record, as Wait's all-gather would give
 // them, read from the folder as each appears (each is renamed into place
 // whole, so one that exists is complete).
 absl::Status AsyncSaver::GatherRecords(std::string& records, size_t record_bytes) const {
-  const int world = rank_.comm.world_size();
+  const int world = FileWorld(rank_);
   const std::string folder = absl::StrCat(root_, "/", name_);
   records.assign(world * record_bytes, '\0');
   std::vector<bool> got(world, false);
@@ -237,7 +252,8 @@ absl::Status AsyncSaver::Reserve() {
   if (pending_) return absl::FailedPreconditionError("a save is pending: Wait first");
   RETURN_IF_ERROR(CheckParticipant(rank_));
   if (options_.chunk_elements == 0) return absl::InvalidArgumentError("chunk_elements is 0");
-  const DataFilePlan plan = PlanDataFile(rank_.engine.layout(), rank_.comm.rank(),
+  if (!WritesFile(rank_)) return absl::OkStatus();
+  const DataFilePlan plan = PlanDataFile(rank_.engine.layout(), FileRank(rank_),
                                          BufferCount(rank_), options_.chunk_elements,
                                          kDataHeaderBytes);
   return writer_->Reserve(rank_.devices, plan.bytes);
@@ -248,12 +264,12 @@ size_t AsyncSaver::snapshot_buffer_bytes() const { return writer_->buffer_bytes(
 absl::StatusOr<std::string> AsyncSaver::Wait() {
   if (!pending_) return absl::FailedPreconditionError("no save in flight");
   pending_ = false;
-  const int rank = rank_.comm.rank(), world = rank_.comm.world_size();
+  const int rank = rank_.comm.rank(), world = FileWorld(rank_);
   const std::string folder = absl::StrCat(root_, "/", name_);
   Agreement agree = AgreementFor(rank_);
   absl::Status status;
-  if (publisher_.joinable()) {
-    publisher_.join();
+  if (PublishesWhenWritten()) {
+    if (publisher_.joinable()) publisher_.join();  // none on a rank that writes no file
     status = agree.AllOk(published_);
   } else {
     ASSIGN_OR_RETURN(status, GatherAndPublish(agree));
@@ -271,7 +287,7 @@ absl::StatusOr<std::string> AsyncSaver::Wait() {
 // Wait's all-gather of the outcomes and checksums, then rank 0's publish.
 // An error of the agreement itself is the StatusOr's; the save's, its value.
 absl::StatusOr<absl::Status> AsyncSaver::GatherAndPublish(Agreement& agree) {
-  const absl::StatusOr<WrittenFile> written = writer_->Finish();
+  const absl::StatusOr<WrittenFile> written = Written();
   const std::vector<DataFilePlan> plans = AllPlans(rank_, options_.chunk_elements);
   const std::string record = Record(written, MaxChunks(plans));
   ASSIGN_OR_RETURN(std::string records, agree.AllGather(record));
@@ -279,8 +295,9 @@ absl::StatusOr<absl::Status> AsyncSaver::GatherAndPublish(Agreement& agree) {
   if (!status.ok()) return status;
   absl::Status published = absl::OkStatus();
   if (rank_.comm.rank() == 0) {
-    published = Publish(BuildManifest(rank_, point_, plans, records, options_.chunk_elements),
-                        root_, name_);
+    published = Publish(
+        BuildManifest(rank_, point_, plans, records, record.size(), options_.chunk_elements),
+        root_, name_);
   }
   return agree.AllOk(published);
 }

@@ -358,6 +358,28 @@ TEST(AsyncSaver, PublishWhenWrittenPublishesWithoutWait) {
   EXPECT_TRUE(AllOk(waited).ok()) << AllOk(waited);
 }
 
+// Under hybrid sharding only the first replica group writes (and leaves
+// records); rank 0 publishes once those two are there, and the save loads
+// into a plain cluster as the state at Start.
+TEST(AsyncSaver, PublishWhenWrittenUnderHybridSharding) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  TrainingRun run = SmallRun(4, 1);
+  run.ranks_per_node = 2;
+  run.config.shard_group_size = 2;
+  auto cluster = Cluster::Create(*model, run, AdamW());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->Train(0, 1).ok());
+  const ModelStates at_save = *(*cluster)->States();
+  const std::string root = FreshDir("hybrid_published");
+  Savers savers = MakeSavers(**cluster, {.publish_when_written = true});
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  const absl::Status waited = WaitAll(**cluster, savers);
+  ASSERT_TRUE(waited.ok()) << waited;
+  EXPECT_TRUE(checkpoint::FileExists(root + "/step-1/rank-00001-of-00002.bin.record"));
+  EXPECT_FALSE(checkpoint::FileExists(root + "/step-1/rank-00003-of-00004.bin.record"));
+  ExpectStatesIdentical(at_save, LoadedStates(*model, root), "published, hybrid");
+}
+
 // A rank whose file cannot be written leaves that in its record: rank 0
 // publishes nothing, and Wait gives the error on every rank with `latest`
 // still at the save before.

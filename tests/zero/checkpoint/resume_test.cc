@@ -403,9 +403,11 @@ TEST(CheckpointAtomicity, UnusableRootIsAnErrorOnEveryRank) {
   EXPECT_TRUE(saver->Train(0, 1).ok()) << "the engines carry on";
 }
 
-// Hybrid sharding: every replica group holds the same shards; until its
-// checkpoints are built a save is refused on every rank, and training goes on.
-TEST(CheckpointHybrid, IsRefusedOnEveryRank) {
+// Hybrid sharding: every replica group holds the same shards, so the
+// checkpoint is the first group's 2 files; it loads into another hybrid
+// cluster and into a plain one of another size with the same states, and
+// the hybrid run resumed from it continues as the uninterrupted one did.
+TEST(CheckpointHybrid, OneGroupsFilesLoadAtAnyLayout) {
   const std::unique_ptr<Model> model = SmallTransformer();
   TrainingRun run = SmallRun(4, 2);
   run.ranks_per_node = 2;
@@ -413,11 +415,25 @@ TEST(CheckpointHybrid, IsRefusedOnEveryRank) {
   std::unique_ptr<Cluster> cluster = MakeCluster(*model, run);
   ASSERT_TRUE(cluster);
   ASSERT_TRUE(cluster->Train(0, 1).ok());
-  for (const absl::Status& s : cluster->Save(FreshDir("hybrid"))) {
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("hybrid sharding"));
-  }
-  EXPECT_TRUE(cluster->Train(1, 2).ok()) << "the engines carry on";
+  const std::string root = FreshDir("hybrid");
+  ASSERT_TRUE(AllOk(cluster->Save(root)).ok());
+  const ModelStates saved = *cluster->States();
+  EXPECT_TRUE(std::filesystem::exists(root + "/step-1/rank-00001-of-00002.bin"));
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-1/rank-00003-of-00004.bin"));
+  ASSERT_TRUE(cluster->Train(1, 2).ok());
+  const ModelStates uninterrupted = *cluster->States();
+
+  std::unique_ptr<Cluster> hybrid = MakeCluster(*model, run);
+  ASSERT_TRUE(hybrid);
+  ASSERT_TRUE(AllOk(hybrid->Load(root)).ok());
+  ExpectStatesIdentical(saved, *hybrid->States(), "hybrid from hybrid");
+  ASSERT_TRUE(hybrid->Train(1, 2).ok());
+  ExpectStatesIdentical(uninterrupted, *hybrid->States(), "resumed hybrid");
+
+  std::unique_ptr<Cluster> plain = MakeCluster(*model, SmallRun(3, 2));
+  ASSERT_TRUE(plain);
+  ASSERT_TRUE(AllOk(plain->Load(root)).ok());
+  ExpectStatesIdentical(saved, *plain->States(), "3 plain ranks from hybrid");
 }
 
 }  // namespace

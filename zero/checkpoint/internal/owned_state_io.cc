@@ -15,17 +15,10 @@ absl::Status CheckParticipant(const Participant& rank) {
         "checkpoints need devices that hold bytes; these are meta devices");
   }
   const Layout& layout = rank.engine.layout();
-  if (rank.engine.replicas() > 1) {
-    // Each replica group holds the same shards: its files would be written
-    // once per group, and a load would need to know which group reads.
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "checkpoints of hybrid sharding (groups of %d, %d replicas) are not built yet",
-        rank.engine.config().shard_group_size, rank.engine.replicas()));
-  }
-  if (layout.world_size() != rank.comm.world_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("the engine is laid out for %d ranks, the communicator has %d",
-                        layout.world_size(), rank.comm.world_size()));
+  if (layout.world_size() * rank.engine.replicas() != rank.comm.world_size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the engine is laid out for %d ranks x %d replicas, the communicator has %d",
+        layout.world_size(), rank.engine.replicas(), rank.comm.world_size()));
   }
   if (layout.units().empty()) return absl::OkStatus();
   const size_t states = rank.engine.owned_state().pieces(0).state.size();
@@ -43,6 +36,10 @@ Agreement AgreementFor(const Participant& rank) {
 }
 
 int BufferCount(const Participant& rank) { return 1 + rank.optimizer.state_buffers(); }
+
+int FileWorld(const Participant& rank) { return rank.engine.layout().world_size(); }
+int FileRank(const Participant& rank) { return rank.comm.rank() % FileWorld(rank); }
+bool WritesFile(const Participant& rank) { return rank.comm.rank() < FileWorld(rank); }
 
 namespace {
 

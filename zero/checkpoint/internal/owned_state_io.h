@@ -12,9 +12,19 @@
 namespace zero::checkpoint {
 
 // Local checks every rank reaches alike: a device with bytes, the engine's
-// world size equal to the communicator's, and the optimizer's state count
-// equal to what owned_state() returns.
+// world size times its replicas equal to the communicator's, and the
+// optimizer's state count equal to what owned_state() returns.
 absl::Status CheckParticipant(const Participant& rank);
+
+// The checkpoint's ranks: the engine's shard group. Under hybrid sharding
+// (Engine::replicas() > 1) every replica group holds the same shards, so a
+// checkpoint is one group's: G files named by the rank inside the group,
+// written by the first group (ranks [0, G): ranks are numbered group by
+// group, zero/comm/topology.h) and read by every group. Otherwise G is the
+// world and the file rank the rank.
+int FileWorld(const Participant& rank);
+int FileRank(const Participant& rank);
+bool WritesFile(const Participant& rank);
 
 // The bookkeeping collectives on the engine's stream and device pool.
 Agreement AgreementFor(const Participant& rank);
