@@ -3,13 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <cstring>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "memory/tag.h"
 #include "zero/comm/internal/comm_errors.h"
@@ -81,7 +81,7 @@ class NodeState {
     absl::Status status = AwaitTurn(part);
     if (status.ok()) status = RunPart(part);
     if (!status.ok()) flags.Fail(RankFailedError(part.seq, flags.rank(), status));
-    std::lock_guard lock(turn_mu_);
+    MutexLock lock(turn_mu_);
     finished_ = part.seq;
     turn_cv_.notify_all();
     return status;
@@ -96,10 +96,13 @@ class NodeState {
   // sit on different streams or the calling thread: each uses this
   // process's one slot. Bounded by the timeout like any wait.
   absl::Status AwaitTurn(const Part& part) {
-    std::unique_lock lock(turn_mu_);
-    const bool turn = turn_cv_.wait_for(
-        lock, absl::ToChronoSeconds(timeout_) + std::chrono::seconds(1),
-        [&] { return finished_ + 1 >= part.seq; });
+    MutexLock lock(turn_mu_);
+    const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoSeconds(timeout_) +
+                          std::chrono::seconds(1);
+    const bool turn = lock.AwaitUntil(turn_cv_, deadline, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                                              turn_mu_) {
+      return finished_ + 1 >= part.seq;
+    });
     if (turn) return absl::OkStatus();
     return absl::DeadlineExceededError(absl::StrFormat(
         "node collective #%d %s on local rank %d: this process's call #%d (on another "
@@ -128,9 +131,9 @@ class NodeState {
   uint64_t Recv(int l) const { return l == flags.rank() ? flags.own().recv : flags.peer(l).recv; }
 
   const absl::Duration timeout_;
-  std::mutex turn_mu_;
+  Mutex turn_mu_;
   std::condition_variable turn_cv_;
-  uint64_t finished_ = 0;  // the last call this process ran (guarded by turn_mu_)
+  uint64_t finished_ ABSL_GUARDED_BY(turn_mu_) = 0;  // the last call this process ran
 };
 
 absl::Status NodeState::RunPart(const Part& part) {
