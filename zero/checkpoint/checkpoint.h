@@ -58,7 +58,9 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -117,6 +119,7 @@ absl::StatusOr<std::string> Save(const Participant& rank, const std::string& roo
 
 class SnapshotWriter;
 class Agreement;
+struct DataFilePlan;
 struct WrittenFile;
 
 // Saves that let training go on while the data files are written. One per
@@ -126,10 +129,10 @@ struct WrittenFile;
 // thread, never on the background writer, so the communicator is only ever
 // used by the thread that trains. Hence a save is published (its manifest
 // written, `latest` repointed) only at Wait: call it, or the next Start,
-// before relying on the checkpoint (unless SaveOptions::
-// publish_when_written, which publishes through the folder instead). Each saver takes a copy stream of the
-// rank's device, which the DeviceSystem keeps for its life: keep one saver
-// per rank, not one per save.
+// before relying on the checkpoint (unless SaveOptions::publish_when_written,
+// which publishes through the folder instead). Each saver takes a copy
+// stream of the rank's device, which the DeviceSystem keeps for its life:
+// keep one saver per rank, not one per save.
 class AsyncSaver {
  public:
   AsyncSaver(const Participant& rank, const SaveOptions& options = {});
@@ -183,6 +186,10 @@ class AsyncSaver {
   absl::Status PublishWhenWritten();
   absl::Status GatherRecords(std::string& records, size_t record_bytes) const;
   absl::StatusOr<absl::Status> GatherAndPublish(Agreement& agree);
+  // Rank 0: the manifest of `plans` from the records (`stride` bytes
+  // apart, file ranks first), then `latest`.
+  absl::Status Publish(const std::vector<DataFilePlan>& plans, std::string_view records,
+                       size_t stride) const;
   // This rank's file as written (joins the writer), or an empty one for a
   // rank that writes none (hybrid sharding's other replica groups).
   absl::StatusOr<WrittenFile> Written();

@@ -8,10 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/time/clock.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "base/thread_name.h"
 #include "zero/checkpoint/checkpoint.h"
@@ -113,7 +112,8 @@ std::string RecordPath(const std::string& folder, int rank, int world) {
 }
 
 // Rank 0, once every data file is in place: the manifest, then `latest`.
-absl::Status Publish(const Manifest& manifest, const std::string& root, const std::string& name) {
+absl::Status PublishManifest(const Manifest& manifest, const std::string& root,
+                             const std::string& name) {
   const std::string folder = absl::StrCat(root, "/", name);
   RETURN_IF_ERROR(WriteWholeFileAtomically(absl::StrCat(folder, "/", kManifestName),
                                            SerializeManifest(manifest)));
@@ -176,7 +176,6 @@ absl::Status AsyncSaver::Start(const std::string& root) {
       mode);
   if (mode == SnapshotMode::kBackground) rank_.engine.owned_state().Guard(std::move(snapshot));
   if (PublishesWhenWritten()) {
-    stopping_ = false;
     publisher_ = std::thread([this] {
       NameThisThread("zero-publish");
       published_ = PublishWhenWritten();
@@ -207,9 +206,14 @@ absl::Status AsyncSaver::PublishWhenWritten() {
   std::string records;
   RETURN_IF_ERROR(GatherRecords(records, record.size()));
   RETURN_IF_ERROR(Agreement::FirstError(records, record.size(), world));
-  return Publish(
-      BuildManifest(rank_, point_, plans, records, record.size(), options_.chunk_elements),
-      root_, name_);
+  return Publish(plans, records, record.size());
+}
+
+// Rank 0, from every file rank's record (either way they were gathered).
+absl::Status AsyncSaver::Publish(const std::vector<DataFilePlan>& plans, std::string_view records,
+                                 size_t stride) const {
+  return PublishManifest(
+      BuildManifest(rank_, point_, plans, records, stride, options_.chunk_elements), root_, name_);
 }
 
 // Rank 0's publisher: every rank's record, as Wait's all-gather would give
@@ -295,9 +299,7 @@ absl::StatusOr<absl::Status> AsyncSaver::GatherAndPublish(Agreement& agree) {
   if (!status.ok()) return status;
   absl::Status published = absl::OkStatus();
   if (rank_.comm.rank() == 0) {
-    published = Publish(
-        BuildManifest(rank_, point_, plans, records, record.size(), options_.chunk_elements),
-        root_, name_);
+    published = Publish(plans, records, record.size());
   }
   return agree.AllOk(published);
 }
