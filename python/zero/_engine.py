@@ -3,6 +3,7 @@ communicator and engine handles, and tensors that alias its parameters."""
 
 import atexit
 import ctypes
+import functools
 import itertools
 import json
 import os
@@ -126,6 +127,23 @@ def _node_key(node, local_rank):
     return store.get(name).decode()
 
 
+def _timed(kind):
+    """Counts each call of the decorated engine call that returns, with the
+    calling thread's seconds in it, in Engine.call_times[kind] (what
+    zero.time_summary reports; about 0.2 us per call)."""
+    def decorate(method):
+        @functools.wraps(method)
+        def timed(self, *args):
+            start = time.perf_counter()
+            result = method(self, *args)
+            entry = self.call_times.setdefault(kind, [0, 0.0])
+            entry[0] += 1
+            entry[1] += time.perf_counter() - start
+            return result
+        return timed
+    return decorate
+
+
 class Engine:
     """Owns the three handles; close() (or garbage collection) frees them."""
 
@@ -134,7 +152,7 @@ class Engine:
         lib = _lib.lib()
         self._lib = lib
         self.handle = self.comm = self.devices = None
-        self.call_times = {}  # kind -> [calls, seconds]: see _count
+        self.call_times = {}  # kind -> [calls, seconds]: see _timed
         self.collectives = None
         self.node = node_range_plan(node_range, devices_spec, group, ordered, hierarchical,
                                     config)
@@ -266,37 +284,24 @@ class Engine:
                                                     values.numel()),
                     "setting parameter %d" % index)
 
-    def _count(self, kind, start):
-        """Adds a call of `kind` that began at `start` (perf_counter) to
-        call_times: the calling thread's time in each engine call, what
-        zero.time_summary reports (about 0.1 us per call)."""
-        entry = self.call_times.get(kind)
-        if entry is None:
-            entry = self.call_times[kind] = [0, 0.0]
-        entry[0] += 1
-        entry[1] += time.perf_counter() - start
-
+    @_timed("fetch")
     def fetch(self, module):
-        start = time.perf_counter()
         self._check(self._lib.zero_engine_fetch(self.handle, module), "fetching module %d" % module)
         self.order.after_fetch(module)
-        self._count("fetch", start)
 
+    @_timed("wait_fetched")
     def wait_fetched(self, module):
-        start = time.perf_counter()
         self._check(self._lib.zero_engine_wait_fetched(self.handle, module),
                     "waiting for module %d's gather" % module)
-        self._count("wait_fetched", start)
 
+    @_timed("release")
     def release(self, module):
-        start = time.perf_counter()
         self.order.before_engine()  # torch's kernels may still read the gathered memory
         self._check(self._lib.zero_engine_release(self.handle, module),
                     "releasing module %d" % module)
-        self._count("release", start)
 
+    @_timed("add_grad")
     def add_grad(self, index, grad):
-        start = time.perf_counter()
         code = _lib.CODE_OF.get(grad.dtype)
         if code is None:
             raise _lib.ZeroError("gradient of parameter %d is %s" % (index, grad.dtype))
@@ -308,22 +313,19 @@ class Engine:
         self._check(self._lib.zero_engine_add_grad(self.handle, index, grad.data_ptr(),
                                                    grad.numel(), code),
                     "adding the gradient of parameter %d" % index)
-        self._count("add_grad", start)
 
+    @_timed("step")
     def step(self):
-        start = time.perf_counter()
         self.order.before_engine()
         self._check(self._lib.zero_engine_step(self.handle), "step")
         self.order.after_engine()
-        self._count("step", start)
 
     def synchronize(self):
         self._check(self._lib.zero_engine_synchronize(self.handle), "synchronize")
 
+    @_timed("zero_grad")
     def zero_grad(self):
-        start = time.perf_counter()
         self._check(self._lib.zero_engine_zero_grad(self.handle), "zero_grad")
-        self._count("zero_grad", start)
 
     def set_lr(self, group, lr):
         self._check(self._lib.zero_engine_set_lr(self.handle, group, float(lr)),
