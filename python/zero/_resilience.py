@@ -38,13 +38,12 @@ import os
 import re
 import shutil
 import sys
-import threading
 import time
 import warnings
 
 import torch.distributed as dist
 
-from ._checkpoint import PendingCheckpoint
+from ._checkpoint import PendingCheckpoint, keep_only
 from ._lib import ZeroError
 
 _STEP = re.compile(r"^step-(\d+)(?:\.\d+)?$")
@@ -227,20 +226,9 @@ class Resilience:
         _write_json(os.path.join(root, "user-step-%d.json" % steps), self.get_user())
 
     def _prune(self, keep):
-        """Every snapshot but `keep` (and older user states) goes: renamed
-        out of the way at once (atomic; a resume never sees them again),
-        deleted by a background thread (freeing a state's shared-memory
-        pages took about 7 ms a step on the main thread)."""
-        doomed = []
-        for entry in os.scandir(self.root):
-            if entry.is_dir() and entry.name.startswith("step-") and entry.name != keep:
-                doomed.append(os.path.join(self.root, ".deleting-" + entry.name))
-                os.rename(entry.path, doomed[-1])
-        doomed += [e.path for e in os.scandir(self.root) if e.name.startswith(".deleting-")
-                   and e.path not in doomed]  # left by a process that died first
-        if doomed:
-            threading.Thread(target=lambda: [shutil.rmtree(d, ignore_errors=True)
-                                             for d in doomed], daemon=True).start()
+        """Every snapshot but `keep` (and older user states) goes, deleted
+        off the main thread."""
+        keep_only(self.root, keep, background=True)
         for name in os.listdir(self.root):
             user = re.match(r"^user-step-(\d+)\.json$", name)
             if user and int(user.group(1)) < int(_STEP.match(keep).group(1)):
