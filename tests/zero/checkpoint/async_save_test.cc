@@ -413,6 +413,36 @@ TEST(AsyncSaver, PublishWhenWrittenPublishesNothingWhenARankFails) {
   ExpectStatesIdentical(saved, LoadedStates(*model, root), "latest");
 }
 
+// A rank whose record never comes (here: it cannot be created) holds rank
+// 0's publisher no longer than publish_timeout: Wait fails on every rank,
+// naming the ranks that left none, and nothing is published.
+absl::Status FailRankOnesRecord(checkpoint::FileOp op, std::string_view path) {
+  if (op == checkpoint::FileOp::kCreate &&
+      path.find("rank-00001-of-00002.bin.record") != std::string_view::npos) {
+    return absl::ResourceExhaustedError("no space left (injected)");
+  }
+  return absl::OkStatus();
+}
+
+TEST(AsyncSaver, PublishWhenWrittenGivesUpOnAMissingRecord) {
+  const std::unique_ptr<Model> model = SmallTransformer();
+  auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
+  ASSERT_TRUE(cluster.ok());
+  const std::string root = FreshDir("publish_timeout");
+  Savers savers = MakeSavers(**cluster, {.publish_when_written = true,
+                                         .publish_timeout = absl::Milliseconds(300)});
+  checkpoint::SetFaultHookForTesting(&FailRankOnesRecord);
+  ASSERT_TRUE(StartAll(**cluster, savers, root).ok());
+  const absl::Time start = absl::Now();
+  const std::vector<absl::Status> waited =
+      (*cluster)->Run([&](int r) { return savers[r]->Wait().status(); });
+  checkpoint::SetFaultHookForTesting(nullptr);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  for (const absl::Status& s : waited) EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(waited[0].message()), HasSubstr("1 of 2 ranks left no record"));
+  EXPECT_FALSE(checkpoint::FileExists(root + "/latest"));
+}
+
 TEST(AsyncSaver, UnwritableRootFailsOnEveryRank) {
   const std::unique_ptr<Model> model = SmallTransformer();
   auto cluster = Cluster::Create(*model, SmallRun(2, 1), AdamW());
